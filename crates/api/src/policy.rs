@@ -1,0 +1,688 @@
+//! `policy.karmada.io/v1alpha1`: PropagationPolicy (namespaced) and ClusterPropagationPolicy
+//! (cluster-scoped). Both share [`PropagationSpec`]; field names follow Karmada's Go types.
+
+use std::collections::BTreeSet;
+use std::ops::{Deref, DerefMut};
+
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of the policy kinds.
+pub const GROUP: &str = "policy.karmada.io";
+/// API version of the policy kinds.
+pub const VERSION: &str = "v1alpha1";
+
+/// The desired behaviour of a PropagationPolicy: which resource templates it selects and how
+/// they are propagated to member clusters.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "policy.karmada.io",
+    version = "v1alpha1",
+    kind = "PropagationPolicy",
+    plural = "propagationpolicies",
+    singular = "propagationpolicy",
+    shortname = "pp",
+    category = "karmada-io",
+    namespaced,
+    status = "PolicyStatus",
+    derive = "PartialEq",
+    doc = "PropagationPolicy propagates the resource templates it selects in its own namespace to member clusters.",
+    printcolumn(
+        name = "CONFLICT-RESOLUTION",
+        type_ = "string",
+        json_path = ".spec.conflictResolution"
+    ),
+    printcolumn(name = "PRIORITY", type_ = "string", json_path = ".spec.priority"),
+    printcolumn(
+        name = "ACTIVATION",
+        type_ = "string",
+        json_path = ".spec.activationPreference"
+    ),
+    printcolumn(
+        name = "VALID",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
+    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PropagationSpec {
+    /// The resource templates this policy selects. At least one.
+    #[serde(default)]
+    pub resource_selectors: Vec<ResourceSelector>,
+
+    /// Karmada's deprecated association flag; kept so existing YAML round-trips. Unused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub association: bool,
+
+    /// Propagate the resources a workload references (ConfigMaps, Secrets, PVCs,
+    /// ServiceAccounts) to the clusters the workload is scheduled to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub propagate_deps: bool,
+
+    /// Where the selected templates go.
+    #[serde(default, skip_serializing_if = "Placement::is_empty")]
+    pub placement: Placement,
+
+    /// Explicit priority; a higher value wins when several policies match a template. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+
+    /// Whether this policy may take over templates already claimed by a lower-priority policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionBehavior>,
+
+    /// OverridePolicies this policy depends on (Karmada compatibility; informational).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependent_overrides: Vec<String>,
+
+    /// The scheduler that schedules bindings of this policy. Default `default-scheduler`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+
+    /// Failover behaviour (Karmada compatibility; carried into bindings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverBehavior>,
+
+    /// What to do when a member cluster already has an object of the same name that flotilla
+    /// did not create. Default `Abort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_resolution: Option<ConflictResolution>,
+
+    /// `Lazy` defers propagation changes from policy edits until each template next changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation_preference: Option<ActivationPreference>,
+
+    /// Suspends dispatching to all or some member clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<Suspension>,
+
+    /// Keep member objects when the template is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preserve_resources_on_deletion: Option<bool>,
+
+    /// Scheduling priority (Karmada compatibility; informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_priority: Option<SchedulePriority>,
+}
+
+impl PropagationSpec {
+    /// The explicit priority, 0 when unset.
+    pub fn priority(&self) -> i32 {
+        self.priority.unwrap_or(0)
+    }
+
+    /// The preemption behaviour, `Never` when unset.
+    pub fn preemption(&self) -> PreemptionBehavior {
+        self.preemption.clone().unwrap_or(PreemptionBehavior::Never)
+    }
+
+    /// The conflict resolution, `Abort` when unset.
+    pub fn conflict_resolution(&self) -> ConflictResolution {
+        self.conflict_resolution
+            .clone()
+            .unwrap_or(ConflictResolution::Abort)
+    }
+
+    /// Whether the policy asks for lazy activation.
+    pub fn is_lazy(&self) -> bool {
+        self.activation_preference == Some(ActivationPreference::Lazy)
+    }
+
+    /// The scheduler name, `default-scheduler` when unset.
+    pub fn scheduler_name(&self) -> &str {
+        self.scheduler_name
+            .as_deref()
+            .unwrap_or(crate::well_known::DEFAULT_SCHEDULER_NAME)
+    }
+}
+
+/// The spec of a ClusterPropagationPolicy: the same fields as a PropagationPolicy's.
+///
+/// A newtype only because the CRD derive needs one struct per kind; it dereferences to
+/// [`PropagationSpec`] so code handles both kinds alike.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "policy.karmada.io",
+    version = "v1alpha1",
+    kind = "ClusterPropagationPolicy",
+    plural = "clusterpropagationpolicies",
+    singular = "clusterpropagationpolicy",
+    shortname = "cpp",
+    category = "karmada-io",
+    status = "PolicyStatus",
+    derive = "PartialEq",
+    doc = "ClusterPropagationPolicy propagates cluster-scoped templates, and namespaced templates in any namespace, to member clusters.",
+    printcolumn(
+        name = "CONFLICT-RESOLUTION",
+        type_ = "string",
+        json_path = ".spec.conflictResolution"
+    ),
+    printcolumn(name = "PRIORITY", type_ = "string", json_path = ".spec.priority"),
+    printcolumn(
+        name = "ACTIVATION",
+        type_ = "string",
+        json_path = ".spec.activationPreference"
+    ),
+    printcolumn(
+        name = "VALID",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
+    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(transparent)]
+pub struct ClusterPropagationSpec(pub PropagationSpec);
+
+impl Deref for ClusterPropagationSpec {
+    type Target = PropagationSpec;
+    fn deref(&self) -> &PropagationSpec {
+        &self.0
+    }
+}
+
+impl DerefMut for ClusterPropagationSpec {
+    fn deref_mut(&mut self) -> &mut PropagationSpec {
+        &mut self.0
+    }
+}
+
+impl From<PropagationSpec> for ClusterPropagationSpec {
+    fn from(spec: PropagationSpec) -> Self {
+        Self(spec)
+    }
+}
+
+/// Status flotilla maintains on both policy kinds (Karmada's policies have none).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyStatus {
+    /// The policy generation the detector last processed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Valid` (semantic validation) and further conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// How many resource templates this policy currently claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_templates: Option<i64>,
+
+    /// How many claimed templates still propagate per an older generation of this policy
+    /// (lazy activation pending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_activation_templates: Option<i64>,
+}
+
+/// Selects resource templates by apiVersion and kind, and optionally namespace, name and labels.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSelector {
+    /// API version of the target resources, e.g. `apps/v1`.
+    pub api_version: String,
+    /// Kind of the target resources, e.g. `Deployment`.
+    pub kind: String,
+    /// Namespace of the target resources; empty means the policy's own namespace
+    /// (PropagationPolicy) or every namespace (ClusterPropagationPolicy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name of the target resource; empty means any name. Takes precedence over `labelSelector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label query over the target resources; ignored when `name` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+}
+
+impl ResourceSelector {
+    /// The namespace if set and non-empty.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref().filter(|ns| !ns.is_empty())
+    }
+
+    /// The name if set and non-empty.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref().filter(|n| !n.is_empty())
+    }
+}
+
+/// Where templates go.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// The clusters to choose from. Cannot co-exist with `clusterAffinities`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_affinity: Option<ClusterAffinity>,
+    /// Ordered fallback groups of clusters: the first group that can hold the workload wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_affinities: Vec<ClusterAffinityTerm>,
+    /// Taints of member clusters that the templates tolerate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_tolerations: Vec<Toleration>,
+    /// How to spread over groups of clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spread_constraints: Vec<SpreadConstraint>,
+    /// How replicas are scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_scheduling: Option<ReplicaSchedulingStrategy>,
+    /// Workload affinity groups (Karmada compatibility; informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_affinity: Option<WorkloadAffinity>,
+}
+
+impl Placement {
+    /// Whether no field is set.
+    pub fn is_empty(&self) -> bool {
+        self == &Placement::default()
+    }
+}
+
+/// A group of clusters selected by labels, fields or names.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAffinity {
+    /// Label query over Cluster objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Query over Cluster fields (`provider`, `region`, `zone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<FieldSelector>,
+    /// Clusters by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_names: Vec<String>,
+    /// Clusters never to select.
+    #[serde(default, rename = "exclude", skip_serializing_if = "Vec::is_empty")]
+    pub exclude_clusters: Vec<String>,
+}
+
+/// A query over Cluster fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldSelector {
+    /// Requirements, ANDed. Keys: `provider`, `region`, `zone`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>,
+}
+
+/// A named cluster affinity; one entry of `placement.clusterAffinities`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAffinityTerm {
+    /// Name of the group; unique within the placement.
+    pub affinity_name: String,
+    /// The group's clusters.
+    #[serde(flatten)]
+    pub affinity: ClusterAffinity,
+    /// Overflow groups (Karmada compatibility; informational).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overflow_affinities: Vec<OverflowClusterAffinity>,
+}
+
+/// An overflow group of a [`ClusterAffinityTerm`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverflowClusterAffinity {
+    /// Name of the overflow group.
+    pub affinity_name: String,
+    /// The overflow group's clusters.
+    #[serde(flatten)]
+    pub affinity: ClusterAffinity,
+}
+
+/// Workload affinity groups (Karmada compatibility).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAffinity {
+    /// Co-locate workloads sharing the label value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<WorkloadAffinityTerm>,
+    /// Separate workloads sharing the label value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_affinity: Option<WorkloadAffinityTerm>,
+}
+
+/// A workload affinity term.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAffinityTerm {
+    /// The label key that defines the group.
+    pub group_by_label_key: String,
+}
+
+string_enum! {
+    /// The cluster property a spread constraint groups by.
+    pub enum SpreadFieldValue {
+        /// One group per cluster.
+        Cluster = "cluster",
+        /// Group by `spec.region`.
+        Region = "region",
+        /// Group by `spec.zone`.
+        Zone = "zone",
+        /// Group by `spec.provider`.
+        Provider = "provider",
+    }
+}
+
+/// Spread the workload over groups of clusters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpreadConstraint {
+    /// Group by a cluster field. Cannot co-exist with `spreadByLabel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_by_field: Option<SpreadFieldValue>,
+    /// Group by a cluster label. Cannot co-exist with `spreadByField`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_by_label: Option<String>,
+    /// At most this many groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_groups: Option<i64>,
+    /// At least this many groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_groups: Option<i64>,
+}
+
+string_enum! {
+    /// How replicas are scheduled over the selected clusters.
+    pub enum ReplicaSchedulingType {
+        /// Every selected cluster runs the full replica count.
+        Duplicated = "Duplicated",
+        /// The replica count is divided between the selected clusters.
+        Divided = "Divided",
+    }
+}
+
+string_enum! {
+    /// How `Divided` replicas are divided.
+    pub enum ReplicaDivisionPreference {
+        /// Pack replicas into as few clusters as possible.
+        Aggregated = "Aggregated",
+        /// Divide replicas by weight.
+        Weighted = "Weighted",
+    }
+}
+
+/// How replicas are scheduled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSchedulingStrategy {
+    /// `Duplicated` or `Divided`. Default `Divided` (as Karmada).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_scheduling_type: Option<ReplicaSchedulingType>,
+    /// For `Divided`: `Aggregated` or `Weighted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_division_preference: Option<ReplicaDivisionPreference>,
+    /// For `Weighted`: the weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_preference: Option<ClusterPreferences>,
+}
+
+impl ReplicaSchedulingStrategy {
+    /// The scheduling type, `Divided` when unset (Karmada's default).
+    pub fn scheduling_type(&self) -> ReplicaSchedulingType {
+        self.replica_scheduling_type
+            .clone()
+            .unwrap_or(ReplicaSchedulingType::Divided)
+    }
+}
+
+string_enum! {
+    /// Dynamic weight factor.
+    pub enum DynamicWeightFactor {
+        /// Weight by the replicas each cluster can still hold.
+        AvailableReplicas = "AvailableReplicas",
+    }
+}
+
+/// Weights for `Weighted` division.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPreferences {
+    /// Static weights per group of clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub static_weight_list: Vec<StaticClusterWeight>,
+    /// Dynamic weights. Cannot co-exist with `staticWeightList`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_weight: Option<DynamicWeightFactor>,
+}
+
+/// A static weight for a group of clusters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaticClusterWeight {
+    /// The clusters this weight applies to.
+    pub target_cluster: ClusterAffinity,
+    /// The weight; at least 1.
+    pub weight: i64,
+}
+
+string_enum! {
+    /// Whether a policy may preempt templates claimed by a lower-priority policy.
+    pub enum PreemptionBehavior {
+        /// Take over templates claimed by lower-priority policies.
+        Always = "Always",
+        /// Never take over a claimed template (default).
+        Never = "Never",
+    }
+}
+
+string_enum! {
+    /// What to do when a member cluster already has an object flotilla did not create.
+    pub enum ConflictResolution {
+        /// Take the existing object over and overwrite it.
+        Overwrite = "Overwrite",
+        /// Leave the existing object alone and report a conflict (default).
+        Abort = "Abort",
+    }
+}
+
+string_enum! {
+    /// How templates respond to changes of their policy.
+    pub enum ActivationPreference {
+        /// Policy changes take effect when each template next changes.
+        Lazy = "Lazy",
+    }
+}
+
+/// Suspends dispatching of the selected templates to member clusters.
+///
+/// Canonical spelling is Karmada's released API: `dispatching` and `dispatchingOnClusters`.
+/// The design seed's spellings `suspendDispatching` and `suspendDispatchingOnClusters` are
+/// accepted as aliases and kept as written; use [`Suspension::effective`] to read the values.
+/// Validation rejects a suspension that sets both spellings of a field to different values, and
+/// one that suspends all clusters while also naming clusters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Suspension {
+    /// Suspend dispatching to every cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatching: Option<bool>,
+    /// Suspend dispatching to the named clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatching_on_clusters: Option<SuspendClusters>,
+    /// Alias of `dispatching` (design-seed spelling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_dispatching: Option<bool>,
+    /// Alias of `dispatchingOnClusters` (design-seed spelling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_dispatching_on_clusters: Option<SuspendClusters>,
+    /// Suspend scheduling (bindings only; Karmada compatibility).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<bool>,
+}
+
+/// The suspension a [`Suspension`] asks for, with aliases resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EffectiveSuspension {
+    /// Dispatching is suspended to every cluster.
+    pub all_clusters: bool,
+    /// Dispatching is suspended to these clusters.
+    pub clusters: BTreeSet<String>,
+}
+
+impl EffectiveSuspension {
+    /// Whether dispatching to `cluster` is suspended.
+    pub fn is_suspended(&self, cluster: &str) -> bool {
+        self.all_clusters || self.clusters.contains(cluster)
+    }
+}
+
+impl Suspension {
+    /// The canonical `dispatching` value, falling back to the alias.
+    pub fn dispatching(&self) -> Option<bool> {
+        self.dispatching.or(self.suspend_dispatching)
+    }
+
+    /// The canonical `dispatchingOnClusters` value, falling back to the alias.
+    pub fn dispatching_on_clusters(&self) -> Option<&SuspendClusters> {
+        self.dispatching_on_clusters
+            .as_ref()
+            .or(self.suspend_dispatching_on_clusters.as_ref())
+    }
+
+    /// The suspension with aliases resolved (canonical spelling wins; validation rejects
+    /// conflicting spellings before this matters).
+    pub fn effective(&self) -> EffectiveSuspension {
+        EffectiveSuspension {
+            all_clusters: self.dispatching().unwrap_or(false),
+            clusters: self
+                .dispatching_on_clusters()
+                .map(|c| c.cluster_names.iter().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The same suspension written in canonical spelling only.
+    pub fn canonical(&self) -> Suspension {
+        Suspension {
+            dispatching: self.dispatching(),
+            dispatching_on_clusters: self.dispatching_on_clusters().cloned(),
+            suspend_dispatching: None,
+            suspend_dispatching_on_clusters: None,
+            scheduling: self.scheduling,
+        }
+    }
+}
+
+/// A list of clusters dispatching is suspended to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspendClusters {
+    /// The clusters, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_names: Vec<String>,
+}
+
+string_enum! {
+    /// How an application is purged from a failed cluster.
+    pub enum PurgeMode {
+        /// Never purge.
+        Never = "Never",
+        /// Purge at once.
+        Directly = "Directly",
+        /// Purge after the new replicas are healthy.
+        Gracefully = "Gracefully",
+        /// Deprecated spelling of `Directly`.
+        Immediately = "Immediately",
+        /// Deprecated spelling of `Gracefully`.
+        Graciously = "Graciously",
+    }
+}
+
+/// Failover behaviour (Karmada compatibility; carried into bindings).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverBehavior {
+    /// Application failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationFailoverBehavior>,
+    /// Cluster failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterFailoverBehavior>,
+}
+
+/// Application failover.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationFailoverBehavior {
+    /// When to fail over.
+    #[serde(default)]
+    pub decision_conditions: DecisionConditions,
+    /// How to purge the failed cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_mode: Option<PurgeMode>,
+    /// Grace period before purging, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i32>,
+    /// State to carry to the new cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_preservation: Option<StatePreservation>,
+}
+
+/// Cluster failover.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterFailoverBehavior {
+    /// How to purge the failed cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_mode: Option<PurgeMode>,
+    /// State to carry to the new cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_preservation: Option<StatePreservation>,
+}
+
+/// When to fail over.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionConditions {
+    /// How long an unhealthy application is tolerated, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i32>,
+}
+
+/// State carried to the new cluster on failover.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatePreservation {
+    /// The rules.
+    #[serde(default)]
+    pub rules: Vec<StatePreservationRule>,
+}
+
+/// One state preservation rule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatePreservationRule {
+    /// Label name the state is stored under.
+    pub alias_label_name: String,
+    /// JSONPath into the member object's status.
+    #[serde(rename = "jsonPath")]
+    pub json_path: String,
+}
+
+string_enum! {
+    /// Where a scheduling priority class comes from.
+    pub enum PriorityClassSource {
+        /// A FederatedPriorityClass.
+        FederatedPriorityClass = "FederatedPriorityClass",
+        /// A Kubernetes PriorityClass.
+        KubePriorityClass = "KubePriorityClass",
+        /// The pod template's priority class.
+        PodPriorityClass = "PodPriorityClass",
+    }
+}
+
+/// Scheduling priority (Karmada compatibility).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulePriority {
+    /// Where the priority class comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_source: Option<PriorityClassSource>,
+    /// The priority class name.
+    #[serde(default)]
+    pub priority_class_name: String,
+}

@@ -1,0 +1,226 @@
+//! Well-known names: the labels, annotations, namespaces, condition types and reasons through
+//! which components cooperate via the control-plane API.
+//!
+//! Karmada's names are used wherever Karmada has one, so tools written for Karmada keep working;
+//! flotilla's own additions live under the `flotilla.io/` prefix.
+
+// ---------------------------------------------------------------------------------------------
+// Claims: written by the detector on resource templates (and copied onto bindings).
+// ---------------------------------------------------------------------------------------------
+
+/// Annotation on a template: name of the PropagationPolicy that claims it.
+pub const PROPAGATION_POLICY_NAME_ANNOTATION: &str = "propagationpolicy.karmada.io/name";
+/// Annotation on a template: namespace of the PropagationPolicy that claims it.
+pub const PROPAGATION_POLICY_NAMESPACE_ANNOTATION: &str = "propagationpolicy.karmada.io/namespace";
+/// Label on a PropagationPolicy and on the templates and bindings it claims: the policy's
+/// permanent id.
+pub const PROPAGATION_POLICY_PERMANENT_ID_LABEL: &str = "propagationpolicy.karmada.io/permanent-id";
+/// Annotation on a template: name of the ClusterPropagationPolicy that claims it.
+pub const CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION: &str = "clusterpropagationpolicy.karmada.io/name";
+/// Label on a ClusterPropagationPolicy and on the templates and bindings it claims: the
+/// policy's permanent id.
+pub const CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL: &str =
+    "clusterpropagationpolicy.karmada.io/permanent-id";
+
+// ---------------------------------------------------------------------------------------------
+// Bindings, Works and member objects.
+// ---------------------------------------------------------------------------------------------
+
+/// Label on a ResourceBinding (and on its Works): the binding's permanent id.
+pub const RESOURCE_BINDING_PERMANENT_ID_LABEL: &str = "resourcebinding.karmada.io/permanent-id";
+/// Label on a ClusterResourceBinding (and on its Works): the binding's permanent id.
+pub const CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL: &str =
+    "clusterresourcebinding.karmada.io/permanent-id";
+/// Annotation on a Work: namespace of the ResourceBinding it was made from.
+pub const RESOURCE_BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
+/// Annotation on a Work: name of the ResourceBinding it was made from.
+pub const RESOURCE_BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
+/// Annotation on a Work: name of the ClusterResourceBinding it was made from.
+pub const CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION: &str = "clusterresourcebinding.karmada.io/name";
+/// Label on a member object: permanent id of the Work that applied it.
+pub const WORK_PERMANENT_ID_LABEL: &str = "work.karmada.io/permanent-id";
+/// Annotation on a member object: namespace of the Work that applied it.
+pub const WORK_NAMESPACE_ANNOTATION: &str = "work.karmada.io/namespace";
+/// Annotation on a member object: name of the Work that applied it.
+pub const WORK_NAME_ANNOTATION: &str = "work.karmada.io/name";
+/// Annotation on a manifest: the conflict resolution execution applies it with
+/// (`overwrite` or `abort`).
+pub const CONFLICT_RESOLUTION_ANNOTATION: &str = "work.karmada.io/conflict-resolution";
+/// Label on member objects flotilla manages: `"true"`.
+pub const MANAGED_LABEL: &str = "karmada.io/managed";
+/// Annotation on a member object: UID of its resource template.
+pub const RESOURCE_TEMPLATE_UID_ANNOTATION: &str = "resourcetemplate.karmada.io/uid";
+/// Annotation on a member object: generation of its resource template.
+pub const RESOURCE_TEMPLATE_GENERATION_ANNOTATION: &str = "resourcetemplate.karmada.io/generation";
+/// Annotation on an attached binding: the dependencies of its workload (Karmada compatibility).
+pub const DEPENDENCIES_ANNOTATION: &str = "resourcebinding.karmada.io/dependencies";
+/// Label on a Namespace: `"true"` keeps it from being propagated to member clusters.
+pub const NAMESPACE_SKIP_AUTO_PROPAGATION_LABEL: &str = "namespace.karmada.io/skip-auto-propagation";
+
+// ---------------------------------------------------------------------------------------------
+// flotilla's own domain.
+// ---------------------------------------------------------------------------------------------
+
+/// The label/annotation domain that is flotilla's own.
+pub const FLOTILLA_DOMAIN: &str = "flotilla.io";
+/// Annotation on a template: `on`, `force` or `off` overrides execution's `--apply-once-only`
+/// for this template.
+pub const APPLY_ONCE_ONLY_ANNOTATION: &str = "flotilla.io/apply-once-only";
+/// Annotation on a member object: the desired revision execution last applied,
+/// `<work generation>/<manifest hash>`.
+pub const DESIRED_REVISION_ANNOTATION: &str = "flotilla.io/desired-revision";
+/// Annotation on any object: the W3C `traceparent` of the change that last wrote it, so work
+/// picked up from a watch can link to the trace that caused it.
+pub const TRACE_PARENT_ANNOTATION: &str = "flotilla.io/traceparent";
+/// Field manager flotilla's services use for their writes.
+pub const FIELD_MANAGER: &str = "flotilla";
+
+// ---------------------------------------------------------------------------------------------
+// Namespaces.
+// ---------------------------------------------------------------------------------------------
+
+/// Prefix of the per-cluster namespace that holds a cluster's Works: `karmada-es-<cluster>`.
+pub const EXECUTION_NAMESPACE_PREFIX: &str = "karmada-es-";
+/// Namespace of member cluster credentials Secrets.
+pub const CLUSTER_SECRET_NAMESPACE: &str = "karmada-cluster";
+/// Namespace of flotilla's own objects (leases, configuration).
+pub const SYSTEM_NAMESPACE: &str = "flotilla-system";
+/// Scheduler name used when a policy names none.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// The execution namespace of a member cluster.
+pub fn execution_namespace(cluster: &str) -> String {
+    format!("{EXECUTION_NAMESPACE_PREFIX}{cluster}")
+}
+
+/// The member cluster an execution namespace belongs to, if it is one.
+pub fn cluster_of_execution_namespace(namespace: &str) -> Option<&str> {
+    namespace
+        .strip_prefix(EXECUTION_NAMESPACE_PREFIX)
+        .filter(|c| !c.is_empty())
+}
+
+/// Whether templates in `namespace` are never propagated: `kube-*`, `karmada-*`, and flotilla's
+/// own system namespace.
+pub fn is_reserved_namespace(namespace: &str) -> bool {
+    namespace.starts_with("kube-") || namespace.starts_with("karmada-") || namespace == SYSTEM_NAMESPACE
+}
+
+/// Whether a label or annotation key belongs to Karmada's or flotilla's own domains. Changes to
+/// such keys are not changes of a template (lazy activation) and are not propagated as content.
+pub fn is_system_metadata_key(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return false;
+    };
+    prefix == "karmada.io"
+        || prefix.ends_with(".karmada.io")
+        || prefix == FLOTILLA_DOMAIN
+        || prefix.ends_with(".flotilla.io")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditions and reasons.
+// ---------------------------------------------------------------------------------------------
+
+/// Condition types.
+pub mod conditions {
+    /// Binding: the scheduler produced a result (scheduler).
+    pub const SCHEDULED: &str = "Scheduled";
+    /// Binding: every Work is applied in its cluster (execution).
+    pub const FULLY_APPLIED: &str = "FullyApplied";
+    /// Binding: the binding reflects the current generation of its policy (detector).
+    pub const POLICY_ACTIVATED: &str = "PolicyActivated";
+    /// Work: the manifests are applied to the member (execution).
+    pub const APPLIED: &str = "Applied";
+    /// Work: whether dispatching is going on or suspended (execution).
+    pub const DISPATCHING: &str = "Dispatching";
+    /// Cluster: the member's API server answers (execution).
+    pub const READY: &str = "Ready";
+    /// Policy: the policy passed semantic validation (detector).
+    pub const VALID: &str = "Valid";
+}
+
+/// Condition reasons.
+pub mod reasons {
+    /// Generic success.
+    pub const SUCCESS: &str = "Success";
+    /// Scheduling found no cluster that fits.
+    pub const NO_CLUSTER_FIT: &str = "NoClusterFit";
+    /// Scheduling failed with an error.
+    pub const SCHEDULER_ERROR: &str = "SchedulerError";
+    /// Work dispatching is suspended.
+    pub const SUSPEND_DISPATCHING: &str = "SuspendDispatching";
+    /// Work dispatching is going on.
+    pub const DISPATCHING: &str = "Dispatching";
+    /// The message of the `Dispatching=False` condition of a suspended Work.
+    pub const SUSPEND_DISPATCHING_MESSAGE: &str = "Work dispatching is in a suspended state.";
+    /// A lazy policy changed; the binding still reflects an older generation.
+    pub const LAZY_ACTIVATION_PENDING: &str = "LazyActivationPending";
+    /// The binding reflects the current policy generation.
+    pub const POLICY_ACTIVATED: &str = "PolicyActivated";
+    /// A policy failed semantic validation.
+    pub const INVALID_POLICY: &str = "InvalidPolicy";
+    /// A policy passed semantic validation.
+    pub const VALID_POLICY: &str = "ValidPolicy";
+    /// Applying a manifest failed.
+    pub const APPLY_FAILED: &str = "AppliedFailed";
+    /// A manifest was applied.
+    pub const APPLY_SUCCESSFUL: &str = "AppliedSuccessful";
+    /// The member object exists and flotilla did not create it; conflictResolution is Abort.
+    pub const CONFLICT: &str = "Conflict";
+    /// The member cluster cannot be reached.
+    pub const CLUSTER_UNREACHABLE: &str = "ClusterUnreachable";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_namespaces() {
+        for ns in [
+            "kube-system",
+            "kube-public",
+            "karmada-system",
+            "karmada-es-member1",
+            "flotilla-system",
+        ] {
+            assert!(is_reserved_namespace(ns), "{ns}");
+        }
+        for ns in ["default", "team-a", "kubeflow", "karmada"] {
+            assert!(!is_reserved_namespace(ns), "{ns}");
+        }
+    }
+
+    #[test]
+    fn execution_namespaces() {
+        assert_eq!(execution_namespace("member1"), "karmada-es-member1");
+        assert_eq!(
+            cluster_of_execution_namespace("karmada-es-member1"),
+            Some("member1")
+        );
+        assert_eq!(cluster_of_execution_namespace("karmada-es-"), None);
+        assert_eq!(cluster_of_execution_namespace("default"), None);
+    }
+
+    #[test]
+    fn system_metadata_keys() {
+        for key in [
+            "propagationpolicy.karmada.io/name",
+            "karmada.io/managed",
+            "flotilla.io/traceparent",
+            "x.flotilla.io/y",
+        ] {
+            assert!(is_system_metadata_key(key), "{key}");
+        }
+        for key in [
+            "app",
+            "refresh-time",
+            "example.com/karmada.io",
+            "notkarmada.io/x",
+            "kubernetes.io/x",
+        ] {
+            assert!(!is_system_metadata_key(key), "{key}");
+        }
+    }
+}

@@ -1,0 +1,34 @@
+# flotilla's front door. `just --list` shows every recipe.
+
+# Build every binary.
+build:
+    cargo build --workspace --bins
+
+# Run every test (the same command README.md and CI use).
+test:
+    cargo test --workspace --locked
+
+# Formatting and lints, as CI checks them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Regenerate deploy/crds from the Rust types in crates/api.
+crds:
+    cargo run -q -p flotilla-api --bin flotilla-crdgen -- deploy/crds
+
+# Run the embedded control plane with three members.
+up *ARGS:
+    cargo run --release -p flotilla -- up {{ARGS}}
+
+# Propagation benchmarks (prints tables; not run in CI).
+bench *ARGS:
+    cargo run --release -p flotilla -- bench {{ARGS}}
+
+# flotilla-apiserver storage and watch benchmarks (not run in CI).
+bench-apiserver *ARGS:
+    cargo run --release -p flotilla-apiserver --bin flotilla-apiserver-bench -- {{ARGS}}
+
+# Fault-injection soak run (not run in CI; CI runs a small smoke).
+soak *ARGS:
+    cargo run --release -p flotilla -- soak {{ARGS}}
