@@ -327,6 +327,33 @@ impl Store {
         }
     }
 
+    /// A consistent view at an earlier `revision`, rebuilt by undoing the window's events
+    /// (fails with [`WatchError::Compacted`] if they are gone, or if `revision` is in the
+    /// future).
+    pub fn snapshot_at(&self, revision: u64) -> Result<Snapshot, WatchError> {
+        let state = self.shared.state.read();
+        if revision < state.window.compacted || revision > state.revision {
+            return Err(WatchError::Compacted {
+                requested: revision,
+                compacted: state.window.compacted,
+            });
+        }
+        let mut map = state.map.clone();
+        let undo = state.window.events_after(revision, "");
+        drop(state);
+        for event in undo.iter().rev() {
+            match &event.prev {
+                Some(prev) => {
+                    map.insert(event.key.clone(), prev.clone());
+                }
+                None => {
+                    map.remove(&event.key);
+                }
+            }
+        }
+        Ok(Snapshot { map, revision })
+    }
+
     /// The current value of one key.
     pub fn get(&self, key: &str) -> Option<Arc<KeyValue>> {
         self.shared.state.read().map.get(key).cloned()
