@@ -84,6 +84,10 @@ pub struct Config {
     /// Report workload status as if every pod were running and ready (simulated members).
     #[arg(long, default_value_t = false)]
     pub simulate_workloads: bool,
+    /// Exit when standard input reaches end-of-file (lets a parent process, e.g. a test
+    /// harness or `flotilla up`, take the server down with it).
+    #[arg(long, default_value_t = false)]
+    pub exit_on_stdin_eof: bool,
     /// Log format: text or json.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -256,11 +260,34 @@ async fn accept_loop(
 
 /// Runs until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    let stdin_eof = config.exit_on_stdin_eof;
     let running = start(config).await?;
-    wait_for_signal().await;
+    if stdin_eof {
+        tokio::select! {
+            _ = wait_for_signal() => {}
+            _ = wait_for_stdin_eof() => {}
+        }
+    } else {
+        wait_for_signal().await;
+    }
     tracing::info!("shutting down");
     running.shutdown().await;
     Ok(())
+}
+
+async fn wait_for_stdin_eof() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        loop {
+            match std::io::Read::read(&mut std::io::stdin(), &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
 }
 
 async fn wait_for_signal() {
