@@ -2,7 +2,7 @@
 //! (`patchStrategy`/`patchMergeKey` tags, `+listType`, `+listMapKey`, `+mapType`,
 //! `+structType` markers and `+default` of list-map keys).
 //!
-//! Shapes are compact (see [`crate::shape`]): only fields that deviate from "granular struct with
+//! Shapes are compact (see [`Shape`]): only fields that deviate from "granular struct with
 //! atomic lists" are spelled out. Every kind gets the full [`object_meta`]. Anything unknown gets
 //! ObjectMeta plus untyped content, which is how kube-apiserver treats a custom resource that
 //! preserves unknown fields.

@@ -15,6 +15,39 @@
 //!
 //! Pure functions, no I/O. Fidelity to kube-apiserver is the measure: where kube-apiserver has a
 //! quirk that clients can observe, it is reproduced and documented at the function.
+//!
+//! How a server uses it, per request:
+//!
+//! ```
+//! use flotilla_patch::{builtin, managed, strategic_merge_patch};
+//! use serde_json::json;
+//!
+//! let shape = builtin::shape_ref("apps/v1", "Deployment");
+//! let now = "2024-05-01T10:00:00Z";
+//!
+//! // PATCH application/apply-patch+yaml (server-side apply), here creating the object.
+//! let config = json!({
+//!     "apiVersion": "apps/v1", "kind": "Deployment",
+//!     "metadata": {"name": "web", "namespace": "default"},
+//!     "spec": {"replicas": 2}
+//! });
+//! let opts = managed::ApplyOptions { manager: "kubectl", force: false, api_version: "apps/v1", subresource: None, now };
+//! let live = managed::apply(None, &config, shape, &opts).unwrap();
+//! assert_eq!(live["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+//!
+//! // PATCH application/strategic-merge-patch+json, then field tracking for the write.
+//! let patched = strategic_merge_patch(&live, &json!({"spec": {"replicas": 3}}), shape).unwrap();
+//! let opts = managed::UpdateOptions { manager: "kubectl-edit", api_version: "apps/v1", subresource: None, now };
+//! let stored = managed::track_update(Some(&live), &patched, shape, &opts).unwrap();
+//! // The editor owns spec.replicas now; kubectl's entry, left empty, is gone.
+//! assert_eq!(stored["metadata"]["managedFields"][0]["manager"], "kubectl-edit");
+//! assert_eq!(stored["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+//!
+//! // The first manager now conflicts on the field the editor took over.
+//! let again = managed::ApplyOptions { manager: "kubectl", force: false, api_version: "apps/v1", subresource: None, now };
+//! let err = managed::apply(Some(&stored), &config, shape, &again).unwrap_err();
+//! assert_eq!(err.message(), "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using apps/v1: .spec.replicas");
+//! ```
 
 mod error;
 mod gofmt;

@@ -167,6 +167,18 @@ impl Shape {
         }
     }
 
+    /// The shape the schema declares for field `name` (a declared field, or the map's value
+    /// shape); `None` for an undeclared field of a compact shape.
+    pub fn declared_field(&self, name: &str) -> Option<&Shape> {
+        match self.resolved() {
+            Shape::Object {
+                fields, additional, ..
+            } => fields.get(name).or(additional.as_deref()),
+            Shape::Untyped => Some(&UNTYPED),
+            _ => None,
+        }
+    }
+
     /// Whether `name` is a struct field rather than a map entry. structured-merge-diff records
     /// map entries themselves as owned, struct fields only through their leaves.
     pub fn declares(&self, name: &str) -> bool {

@@ -114,6 +114,24 @@ impl Filter {
     }
 }
 
+/// The manager name kube-apiserver records for a request: the `fieldManager` parameter if set,
+/// else the user agent up to its first `/` (`kubectl/v1.30.0 (linux/amd64)` gives `kubectl`),
+/// without unprintable characters and cut at 128 characters.
+pub fn manager_or_user_agent(field_manager: Option<&str>, user_agent: &str) -> String {
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    let prefix = user_agent.split('/').next().unwrap_or("");
+    let mut out = String::new();
+    for c in prefix.chars().filter(|c| !c.is_control()) {
+        if out.len() >= 128 {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Server-side apply: merge `applied` (the user's configuration) into `live` (`None` creates),
 /// update `metadata.managedFields`, and fail with [`ApplyError::Conflicts`] when the
 /// configuration changes a field another manager owns (unless `force`).

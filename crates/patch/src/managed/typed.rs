@@ -614,8 +614,10 @@ fn validate_node(
             Value::Null => {}
             Value::Object(m) => {
                 for (k, child) in m {
+                    // Fields a compact shape leaves out are checked only for what lies below.
+                    let child_shape = shape.declared_field(k).unwrap_or(&Shape::Untyped);
                     path.push(PathElement::Field(k.clone()));
-                    validate_node(child, shape.field(k), allow_duplicates, path, errs);
+                    validate_node(child, child_shape, allow_duplicates, path, errs);
                     path.pop();
                 }
             }
