@@ -208,7 +208,8 @@ impl FieldSet {
 
     /// Whether the set has no members at any depth.
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty() && self.children.values().all(FieldSet::is_empty)
+        // Subtrees are never empty (every operation drops empty ones), so this is O(1).
+        self.members.is_empty() && self.children.is_empty()
     }
 
     /// The number of member paths.
@@ -224,7 +225,14 @@ impl FieldSet {
             [last] => {
                 self.members.insert(last.clone());
             }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+            [first, rest @ ..] => match self.children.get_mut(first) {
+                Some(child) => child.insert(rest),
+                None => {
+                    let mut child = FieldSet::new();
+                    child.insert(rest);
+                    self.children.insert(first.clone(), child);
+                }
+            },
         }
     }
 
@@ -260,15 +268,39 @@ impl FieldSet {
     /// Paths in either set.
     pub fn union(&self, other: &FieldSet) -> FieldSet {
         let mut out = self.clone();
-        out.members.extend(other.members.iter().cloned());
-        for (pe, child) in &other.children {
-            let merged = match out.children.get(pe) {
-                Some(existing) => existing.union(child),
-                None => child.clone(),
-            };
-            out.children.insert(pe.clone(), merged);
-        }
+        out.union_with(other);
         out
+    }
+
+    /// Add the paths of `other` to this set.
+    pub fn union_with(&mut self, other: &FieldSet) {
+        self.members.extend(other.members.iter().cloned());
+        for (pe, child) in &other.children {
+            match self.children.get_mut(pe) {
+                Some(existing) => existing.union_with(child),
+                None => {
+                    self.children.insert(pe.clone(), child.clone());
+                }
+            }
+        }
+    }
+
+    /// Add `pe` as a direct member.
+    pub(crate) fn insert_member(&mut self, pe: PathElement) {
+        self.members.insert(pe);
+    }
+
+    /// Add `child` below `pe` (ignored when empty).
+    pub(crate) fn insert_child(&mut self, pe: PathElement, child: FieldSet) {
+        if child.is_empty() {
+            return;
+        }
+        match self.children.get_mut(&pe) {
+            Some(existing) => existing.union_with(&child),
+            None => {
+                self.children.insert(pe, child);
+            }
+        }
     }
 
     /// Paths in both sets.
@@ -301,6 +333,39 @@ impl FieldSet {
             })
             .collect();
         FieldSet { members, children }
+    }
+
+    /// Remove the paths of `other` from this set ([`FieldSet::difference`] in place).
+    pub fn difference_with(&mut self, other: &FieldSet) {
+        self.members.retain(|m| !other.members.contains(m));
+        for (pe, child) in self.children.iter_mut() {
+            if let Some(theirs) = other.children.get(pe) {
+                child.difference_with(theirs);
+            }
+        }
+        self.children.retain(|_, c| !c.is_empty());
+    }
+
+    /// Keep only the paths also in `other` ([`FieldSet::intersection`] in place).
+    pub fn intersection_with(&mut self, other: &FieldSet) {
+        self.members.retain(|m| other.members.contains(m));
+        self.children.retain(|pe, child| match other.children.get(pe) {
+            Some(theirs) => {
+                child.intersection_with(theirs);
+                !child.is_empty()
+            }
+            None => false,
+        });
+    }
+
+    /// The direct members, mutably.
+    pub(crate) fn members_mut(&mut self) -> &mut BTreeSet<PathElement> {
+        &mut self.members
+    }
+
+    /// The subtrees, mutably (callers must not leave one empty).
+    pub(crate) fn children_mut(&mut self) -> impl Iterator<Item = (&PathElement, &mut FieldSet)> {
+        self.children.iter_mut()
     }
 
     /// Paths of `self` that are neither in `other` nor below a member of `other` (removing `a`
@@ -426,16 +491,17 @@ fn read_v1(m: &Map<String, Value>, at: &str) -> Result<(Option<FieldSet>, bool),
                 )));
             }
         };
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
         let sub = match v {
-            Value::Object(sub) => sub.clone(),
-            Value::Null => Map::new(),
+            Value::Object(sub) => sub,
+            Value::Null => EMPTY.get_or_init(Map::new),
             other => {
                 return Err(PatchError::InvalidManagedFields(format!(
                     "error decoding set: value of {key:?} must be a JSON object, got {other}"
                 )));
             }
         };
-        let (grandchildren, child_is_member) = read_v1(&sub, key)?;
+        let (grandchildren, child_is_member) = read_v1(sub, key)?;
         let set = children.get_or_insert_with(FieldSet::new);
         if child_is_member {
             set.members.insert(pe.clone());

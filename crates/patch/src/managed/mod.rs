@@ -352,26 +352,25 @@ fn prune(
     let Some(last) = last.filter(|s| !s.is_empty()) else {
         return merged;
     };
-    let ensure = |s: &FieldSet| typed::ensure_named_fields_are_members(s, shape);
-    let pruned = typed::remove_items(&merged, &ensure(&last), shape);
+    let ensure = |s: FieldSet| typed::ensure_named_fields_are_members(s, shape);
+    let last = ensure(last);
+    let pruned = typed::remove_items(&merged, &last, shape);
     // Add back what any manager (including this one's new configuration) owns.
-    let managed = fields
-        .values()
-        .fold(FieldSet::new(), |acc, vs| acc.union(&vs.set));
-    let merged_set = ensure(&typed::to_field_set(&merged, shape));
-    let pruned_set = ensure(&typed::to_field_set(&pruned, shape));
-    let pruned = typed::remove_items(
-        &merged,
-        &merged_set.difference(&pruned_set.union(&ensure(&managed))),
-        shape,
-    );
+    let mut owned = FieldSet::new();
+    for vs in fields.values() {
+        owned.union_with(&vs.set);
+    }
+    let merged_set = ensure(typed::to_field_set(&merged, shape));
+    let mut keep = ensure(typed::to_field_set(&pruned, shape));
+    keep.union_with(&ensure(owned));
+    let mut drop = merged_set.clone();
+    drop.difference_with(&keep);
+    let pruned = typed::remove_items(&merged, &drop, shape);
     // Only remove what this manager applied last time; unowned fields it never applied stay.
-    let pruned_set = ensure(&typed::to_field_set(&pruned, shape));
-    typed::remove_items(
-        &merged,
-        &merged_set.difference(&pruned_set).intersection(&ensure(&last)),
-        shape,
-    )
+    let mut drop = merged_set;
+    drop.difference_with(&ensure(typed::to_field_set(&pruned, shape)));
+    drop.intersection_with(&last);
+    typed::remove_items(&merged, &drop, shape)
 }
 
 /// buildManagerInfo + managedFieldsUpdater + stripMeta + `Updater.Apply`.

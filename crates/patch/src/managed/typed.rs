@@ -111,25 +111,28 @@ fn is_empty_list(v: Option<&Vec<Value>>) -> bool {
 
 /// `TypedValue.ToFieldSet`: the fields `v` sets.
 pub(crate) fn to_field_set(v: &Value, shape: &Shape) -> FieldSet {
-    let mut set = FieldSet::new();
-    let mut path = Vec::new();
-    field_set_of(v, shape, &mut path, &mut set);
-    set
+    // The root itself is never owned; a leaf root therefore gives the empty set.
+    children_field_set(v, shape)
 }
 
-fn field_set_of(v: &Value, shape: &Shape, path: &mut Vec<PathElement>, set: &mut FieldSet) {
+/// The fields set below `v` (not `v` itself); `v` is a leaf when this returns `None`.
+fn children_field_set(v: &Value, shape: &Shape) -> FieldSet {
+    let mut set = FieldSet::new();
     match kind_of(shape, v) {
-        Kind::Leaf => set.insert(path),
+        Kind::Leaf => {}
         Kind::Map => {
             if let Value::Object(m) = v {
                 for (k, child) in m {
-                    path.push(PathElement::Field(k.clone()));
-                    field_set_of(child, shape.field(k), path, set);
+                    let pe = PathElement::Field(k.clone());
+                    let child_shape = shape.field(k);
+                    let is_leaf = kind_of(child_shape, child) == Kind::Leaf;
                     let empty_map = matches!(child, Value::Object(o) if o.is_empty());
-                    if child.is_null() || empty_map || !shape.declares(k) {
-                        set.insert(path);
+                    if is_leaf || child.is_null() || empty_map || !shape.declares(k) {
+                        set.insert_member(pe.clone());
                     }
-                    path.pop();
+                    if !is_leaf {
+                        set.insert_child(pe, children_field_set(child, child_shape));
+                    }
                 }
             }
         }
@@ -139,24 +142,22 @@ fn field_set_of(v: &Value, shape: &Shape, path: &mut Vec<PathElement>, set: &mut
                 let mut seen = BTreeSet::new();
                 let mut duplicates = BTreeSet::new();
                 for (pe, _) in &indexed {
-                    if !seen.insert(pe.clone()) && duplicates.insert(pe.clone()) {
-                        path.push(pe.clone());
-                        set.insert(path);
-                        path.pop();
+                    if !seen.insert(pe) {
+                        duplicates.insert(pe.clone());
                     }
                 }
-                for (pe, item) in indexed {
-                    if duplicates.contains(&pe) {
+                let item_shape = shape.items();
+                for (pe, item) in &indexed {
+                    set.insert_member(pe.clone());
+                    if duplicates.contains(pe) || kind_of(item_shape, item) == Kind::Leaf {
                         continue;
                     }
-                    path.push(pe);
-                    field_set_of(item, shape.items(), path, set);
-                    set.insert(path);
-                    path.pop();
+                    set.insert_child(pe.clone(), children_field_set(item, item_shape));
                 }
             }
         }
     }
+    set
 }
 
 /// `Comparison`: what changed from one value to another.
@@ -522,21 +523,19 @@ fn remove_from_map(m: &Map<String, Value>, atomic: bool, to_remove: &FieldSet, s
 }
 
 /// `Set.EnsureNamedFieldsAreMembers`: also own the struct fields above owned paths.
-pub(crate) fn ensure_named_fields_are_members(set: &FieldSet, shape: &Shape) -> FieldSet {
-    ensure_named(set, Some(shape))
+pub(crate) fn ensure_named_fields_are_members(mut set: FieldSet, shape: &Shape) -> FieldSet {
+    ensure_named(&mut set, Some(shape));
+    set
 }
 
-fn ensure_named(set: &FieldSet, shape: Option<&Shape>) -> FieldSet {
-    let mut out = FieldSet::new();
-    for m in set.members() {
-        out.insert(std::slice::from_ref(m));
-    }
+fn ensure_named(set: &mut FieldSet, shape: Option<&Shape>) {
     let resolved = shape.map(Shape::resolved);
-    for (pe, child) in set.children() {
+    let mut named = Vec::new();
+    for (pe, child) in set.children_mut() {
         let child_shape = match (pe, resolved) {
             (PathElement::Field(name), Some(s @ Shape::Object { .. })) => {
                 if s.declares(name) {
-                    out.insert(std::slice::from_ref(pe));
+                    named.push(pe.clone());
                 }
                 Some(s.field(name))
             }
@@ -544,14 +543,9 @@ fn ensure_named(set: &FieldSet, shape: Option<&Shape>) -> FieldSet {
             (PathElement::Key(_), Some(s @ Shape::List { .. })) => Some(s.items()),
             _ => None,
         };
-        let sub = ensure_named(child, child_shape);
-        for p in sub.iter_paths() {
-            let mut full = vec![pe.clone()];
-            full.extend(p);
-            out.insert(&full);
-        }
+        ensure_named(child, child_shape);
     }
-    out
+    set.members_mut().extend(named);
 }
 
 /// Validation of a value against its shape (structured-merge-diff's typed conversion).

@@ -181,7 +181,7 @@ fn ensure_named_fields_adds_struct_parents_only() {
         "f:list": {"k:{\"name\":\"a\"}": {"f:value": {}}},
         "f:free": {"f:a": {"f:b": {}}}
     }));
-    let ensured = ensure_named_fields_are_members(&set, &shape());
+    let ensured = ensure_named_fields_are_members(set, &shape());
     assert_eq!(
         ensured,
         fs(json!({
