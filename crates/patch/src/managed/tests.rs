@@ -984,3 +984,31 @@ fn manager_names_from_requests() {
     assert_eq!(manager_or_user_agent(None, &"x".repeat(300)).len(), 128);
     assert_eq!(manager_or_user_agent(None, "a\u{7}b"), "ab");
 }
+
+#[test]
+fn kubectl_managed_fields_migration_by_json_patch_is_honoured() {
+    // kubectl's client-side-apply upgrade rewrites managedFields with a JSON patch; the server
+    // keeps what the client sent and tracks nothing else (nothing else changed).
+    let created = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+        "spec": {"replicas": 2}
+    });
+    let live = update_as(None, &created, "kubectl-client-side-apply", None, T0);
+    let upgraded_entries = json!([{
+        "manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "time": T0,
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}
+    }]);
+    let ops = json!([{"op": "replace", "path": "/metadata/managedFields", "value": upgraded_entries}]);
+    let patched = crate::json_patch(&live, &ops).unwrap();
+    let got = update_as(Some(&live), &patched, "kubectl", None, T1);
+    assert_eq!(got["metadata"]["managedFields"], upgraded_entries);
+    // Undecodable managedFields from a client fall back to the live ones.
+    let mut bad = live.clone();
+    bad["metadata"]["managedFields"] = json!([{"manager": "x", "operation": "Frobnicate"}]);
+    let got = update_as(Some(&live), &bad, "kubectl", None, T1);
+    assert_eq!(
+        got["metadata"]["managedFields"],
+        live["metadata"]["managedFields"]
+    );
+}
