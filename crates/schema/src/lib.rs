@@ -33,6 +33,7 @@ mod error;
 mod formats;
 mod gofmt;
 mod goregex;
+pub mod jsonpath;
 mod listtype;
 mod node;
 pub mod objectmeta;

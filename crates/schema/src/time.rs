@@ -91,7 +91,6 @@ pub(crate) fn format_rfc3339_utc(unix: i64) -> String {
 }
 
 /// The current time in Unix seconds.
-#[allow(dead_code)] // Used by the JSONPath table cells.
 pub(crate) fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
