@@ -230,9 +230,9 @@ pub(crate) fn render_value(v: &Value) -> String {
 pub(crate) struct Path(String);
 
 impl Path {
-    /// The empty (root) path.
-    pub(crate) fn root() -> Path {
-        Path(String::new())
+    /// A path starting at `prefix` (empty for the root).
+    pub(crate) fn at(prefix: &str) -> Path {
+        Path(prefix.to_string())
     }
 
     /// `.name`.
@@ -349,7 +349,7 @@ mod tests {
 
     #[test]
     fn paths() {
-        let p = Path::root()
+        let p = Path::at("")
             .child("properties")
             .key("spec")
             .child("items")

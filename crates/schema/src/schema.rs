@@ -32,7 +32,14 @@ impl Schema {
     /// pre-processes it. Error paths are relative to the schema root (`properties[spec].type`);
     /// prefix them with [`FieldError::prefixed`] (`spec.versions[0].schema.openAPIV3Schema`).
     pub fn new(props: &JSONSchemaProps) -> Result<Schema, Vec<FieldError>> {
-        let errs = structural::check(props);
+        Schema::new_at(props, "")
+    }
+
+    /// [`Schema::new`] with error paths under `prefix` (e.g.
+    /// `spec.versions[0].schema.openAPIV3Schema`). Unlike prefixing afterwards, this also puts
+    /// the prefix into details that quote a path (`because it is defined in ...`).
+    pub fn new_at(props: &JSONSchemaProps, prefix: &str) -> Result<Schema, Vec<FieldError>> {
+        let errs = structural::check(props, prefix);
         if !errs.is_empty() {
             return Err(errs);
         }

@@ -17,12 +17,12 @@ use crate::node::Node;
 use crate::{embedded, prune, validate};
 
 /// Every check, in kube-apiserver's order and with its messages.
-pub(crate) fn check(props: &JSONSchemaProps) -> Vec<FieldError> {
-    let root = Path::root();
+pub(crate) fn check(props: &JSONSchemaProps, prefix: &str) -> Vec<FieldError> {
+    let root = Path::at(prefix);
     let mut errs = Vec::new();
     if props.nullable.unwrap_or(false) {
         errs.push(FieldError::forbidden(
-            "nullable",
+            root.child("nullable").as_str(),
             "nullable cannot be true at the root",
         ));
     }
@@ -30,7 +30,7 @@ pub(crate) fn check(props: &JSONSchemaProps) -> Vec<FieldError> {
     // shows them only when nothing else is wrong.
     let init_err = conversion_error(props);
     if init_err.is_none() {
-        let structural = validate_structural(props);
+        let structural = validate_structural(props, &root);
         if !structural.is_empty() {
             errs.extend(structural);
         } else {
@@ -46,7 +46,11 @@ pub(crate) fn check(props: &JSONSchemaProps) -> Vec<FieldError> {
     openapi_schema(props, &root, &ctx, true, &mut errs);
     if errs.is_empty() {
         if let Some(e) = init_err {
-            errs.push(FieldError::invalid("", Value::String(String::new()), e));
+            errs.push(FieldError::invalid(
+                root.as_str(),
+                Value::String(String::new()),
+                e,
+            ));
         }
     }
     errs
@@ -133,10 +137,10 @@ fn str_value(s: &str) -> Value {
 }
 
 /// `ValidateStructural`: invariants plus completeness, sorted by message like kube-apiserver.
-fn validate_structural(p: &JSONSchemaProps) -> Vec<FieldError> {
+fn validate_structural(p: &JSONSchemaProps, root: &Path) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    invariants(p, Level::Root, &Path::root(), &mut errs);
-    completeness_value(p, Some(p), &Path::root(), &Path::root(), &mut errs);
+    invariants(p, Level::Root, root, &mut errs);
+    completeness_value(p, Some(p), root, root, &mut errs);
     // Sort on the rendered message under a non-empty prefix so a root error (`x: ...`) sorts
     // as it does after the caller's prefix is added.
     errs.sort_by_key(|e| e.prefixed("x").message);

@@ -72,7 +72,9 @@ const EOF: char = '\u{0}';
 
 impl Parser {
     fn rest_starts_with(&self, s: &str) -> bool {
-        (self.pos..).zip(s.chars()).all(|(i, c)| self.input.get(i) == Some(&c))
+        (self.pos..)
+            .zip(s.chars())
+            .all(|(i, c)| self.input.get(i) == Some(&c))
     }
 
     fn consume_text(&mut self) -> String {
