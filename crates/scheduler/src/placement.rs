@@ -486,6 +486,84 @@ mod tests {
         assert_eq!(select_groups(weighted, 1, 4, 7).unwrap(), vec!["a", "b", "c"]);
     }
 
+    /// Groups, minGroups, maxGroups, target clusters, expected choice.
+    type GroupCase = (Vec<GroupInfo>, usize, usize, usize, Option<Vec<&'static str>>);
+
+    /// The scenarios of Karmada's `TestSelectGroups`, with the results Karmada expects.
+    #[test]
+    fn karmada_group_selection_scenarios() {
+        let cases: Vec<GroupCase> = vec![
+            (vec![], 2, 3, 1, None),
+            (vec![g("R1", 1, 80)], 2, 3, 1, None),
+            (vec![g("R1", 1, 80), g("R2", 2, 30)], 2, 3, 4, None),
+            (vec![g("R1", 1, 80)], 1, 3, 1, Some(vec!["R1"])),
+            (
+                vec![
+                    g("R1", 1, 80),
+                    g("R3", 1, 80),
+                    g("R2", 1, 60),
+                    g("R5", 2, 60),
+                    g("R4", 5, 50),
+                    g("R6", 3, 50),
+                ],
+                1,
+                3,
+                10,
+                Some(vec!["R5", "R4", "R6"]),
+            ),
+            (
+                vec![
+                    g("R1", 1, 80),
+                    g("R2", 4, 40),
+                    g("R3", 1, 30),
+                    g("R4", 3, 30),
+                    g("R5", 3, 20),
+                    g("R6", 5, 10),
+                ],
+                2,
+                6,
+                5,
+                Some(vec!["R1", "R2"]),
+            ),
+            (
+                vec![
+                    g("R1", 1, 60),
+                    g("R2", 1, 50),
+                    g("R3", 1, 40),
+                    g("R4", 3, 30),
+                    g("R5", 3, 20),
+                    g("R6", 3, 10),
+                ],
+                1,
+                3,
+                6,
+                Some(vec!["R1", "R4", "R5"]),
+            ),
+            (
+                vec![g("R1", 1, 60), g("R2", 2, 50), g("R3", 3, 40), g("R4", 4, 30)],
+                1,
+                2,
+                5,
+                Some(vec!["R1", "R4"]),
+            ),
+            (
+                vec![g("R4", 1, 60), g("R3", 3, 50), g("R1", 3, 40), g("R2", 4, 30)],
+                1,
+                2,
+                5,
+                Some(vec!["R3", "R1"]),
+            ),
+        ];
+        for (groups, min, max, target, want) in cases {
+            let want: Option<Vec<String>> = want.map(|w| w.into_iter().map(str::to_owned).collect());
+            assert_eq!(
+                select_groups(groups.clone(), min, max, target),
+                want,
+                "{groups:?}"
+            );
+        }
+    }
+
     #[test]
     fn group_search_bounds() {
         let groups = vec![g("a", 1, 10), g("b", 1, 20), g("c", 1, 30)];

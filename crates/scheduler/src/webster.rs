@@ -231,6 +231,30 @@ mod tests {
     }
 
     #[test]
+    fn classic_sainte_lague_example() {
+        // The textbook example (votes 100000, 80000, 30000, 20000), seats 1 to 8, which
+        // Karmada's own tests also use.
+        let parties = [("A", 100_000), ("B", 80_000), ("C", 30_000), ("D", 20_000)];
+        let expected = [
+            [1, 0, 0, 0],
+            [1, 1, 0, 0],
+            [2, 1, 0, 0],
+            [2, 1, 1, 0],
+            [2, 2, 1, 0],
+            [2, 2, 1, 1],
+            [3, 2, 1, 1],
+            [3, 3, 1, 1],
+        ];
+        for (seats, want) in (1..).zip(expected) {
+            assert_eq!(
+                allocate(seats, &parties, TieBreak::NameAscending),
+                want,
+                "{seats} seats"
+            );
+        }
+    }
+
+    #[test]
     fn zero_negative_and_empty_inputs() {
         let t = TieBreak::NameAscending;
         assert_eq!(allocate(5, &[], t), Vec::<i32>::new());
