@@ -636,6 +636,38 @@ fn unknown() -> Shape {
     Shape::preserving_unknown([("apiVersion", s()), ("kind", s()), ("metadata", object_meta())])
 }
 
+/// Shape of a custom resource from its CRD version's `openAPIV3Schema` (as JSON): the schema's
+/// shape ([`Shape::from_openapi_v3`]) with `apiVersion`, `kind` and the full ObjectMeta at the
+/// root, as kube-apiserver types custom resources for server-side apply.
+pub fn custom_resource_shape(openapi_v3_schema: &Value) -> Shape {
+    let root_fields = || {
+        [
+            ("apiVersion".to_string(), s()),
+            ("kind".to_string(), s()),
+            ("metadata".to_string(), object_meta()),
+        ]
+    };
+    match Shape::from_openapi_v3(openapi_v3_schema) {
+        Shape::Object {
+            mut fields,
+            additional,
+            atomic,
+        } => {
+            fields.extend(root_fields());
+            Shape::Object {
+                fields,
+                additional,
+                atomic,
+            }
+        }
+        _ => Shape::Object {
+            fields: root_fields().into_iter().collect(),
+            additional: Some(Box::new(Shape::Untyped)),
+            atomic: false,
+        },
+    }
+}
+
 /// Shape of a built-in kind; ObjectMeta plus untyped content for anything unknown.
 pub fn shape_for(api_version: &str, kind: &str) -> Shape {
     build(api_version, kind).unwrap_or_else(unknown)
@@ -812,6 +844,59 @@ mod tests {
         );
         assert!(pod_spec.field("tolerations").is_atomic());
         assert!(pod_spec.field("containers").items().field("envFrom").is_atomic());
+    }
+
+    #[test]
+    fn custom_resource_shapes_follow_the_openapi_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "properties": {
+                        "replicas": {"type": "integer"},
+                        "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                                     "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port", "protocol"],
+                                  "items": {"type": "object", "required": ["port"],
+                                            "properties": {"port": {"type": "integer"}, "protocol": {"type": "string", "default": "TCP"}}}},
+                        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                        "args": {"type": "array", "items": {"type": "string"}},
+                        "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "port": {"x-kubernetes-int-or-string": true}
+                    }
+                },
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+            }
+        });
+        let shape = custom_resource_shape(&schema);
+        assert_eq!(shape.field("metadata"), &object_meta());
+        let spec = shape.field("spec");
+        assert!(spec.field("selector").is_atomic());
+        assert!(!spec.field("selector").field("matchLabels").declares("app"));
+        let ports = spec.field("ports");
+        assert!(
+            matches!(ports, Shape::List { list_type: ListType::Map { keys }, .. } if keys == &["port", "protocol"])
+        );
+        assert_eq!(
+            ports.items().field("protocol").default_value(),
+            Some(&json!("TCP"))
+        );
+        assert!(matches!(
+            spec.field("tags"),
+            Shape::List {
+                list_type: ListType::Set,
+                ..
+            }
+        ));
+        assert!(spec.field("args").is_atomic());
+        assert_eq!(spec.field("config"), &Shape::Untyped);
+        assert_eq!(spec.field("port"), &Shape::Scalar);
+        // A schema that preserves everything at the root is untyped below ObjectMeta.
+        let open =
+            custom_resource_shape(&json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+        assert_eq!(open.field("spec"), &Shape::Untyped);
+        assert_eq!(open.field("metadata"), &object_meta());
     }
 
     #[test]

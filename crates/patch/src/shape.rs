@@ -242,6 +242,110 @@ impl Shape {
         }
     }
 
+    /// The shape of an OpenAPI v3 schema as kube-apiserver reads it for custom resources
+    /// (structured-merge-diff's schema conversion): `properties` are struct fields,
+    /// `additionalProperties` map values, `x-kubernetes-preserve-unknown-fields` makes other
+    /// keys untyped, `x-kubernetes-map-type: atomic` makes an object one leaf, arrays are atomic
+    /// unless `x-kubernetes-list-type` is `set` or `map` (keyed by
+    /// `x-kubernetes-list-map-keys`), `default`s of properties are kept for list-map keys, and
+    /// `x-kubernetes-patch-strategy`/`x-kubernetes-patch-merge-key` give the strategic merge
+    /// patch strategy (custom resources have none).
+    pub fn from_openapi_v3(schema: &Value) -> Shape {
+        let Some(s) = schema.as_object() else {
+            return Shape::Untyped;
+        };
+        let str_of = |k: &str| s.get(k).and_then(Value::as_str);
+        let preserve = s
+            .get("x-kubernetes-preserve-unknown-fields")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let shape = if s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+            Shape::Scalar
+        } else {
+            match str_of("type") {
+                Some("object") | None
+                    if s.contains_key("properties") || s.contains_key("additionalProperties") =>
+                {
+                    let fields: BTreeMap<String, Shape> = s
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .map(|p| {
+                            p.iter()
+                                .map(|(k, v)| (k.clone(), Shape::from_openapi_v3(v)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let additional = match s.get("additionalProperties") {
+                        Some(Value::Object(a)) => {
+                            Some(Box::new(Shape::from_openapi_v3(&Value::Object(a.clone()))))
+                        }
+                        Some(Value::Bool(true)) => Some(Box::new(Shape::Untyped)),
+                        _ if preserve => Some(Box::new(Shape::Untyped)),
+                        // Structural schemas prune anything else: no undeclared keys remain.
+                        _ => None,
+                    };
+                    Shape::Object {
+                        fields,
+                        additional,
+                        atomic: str_of("x-kubernetes-map-type") == Some("atomic"),
+                    }
+                }
+                Some("object") if preserve => Shape::Untyped,
+                Some("object") => Shape::Object {
+                    fields: BTreeMap::new(),
+                    additional: None,
+                    atomic: str_of("x-kubernetes-map-type") == Some("atomic"),
+                },
+                Some("array") => {
+                    let items = s
+                        .get("items")
+                        .map(Shape::from_openapi_v3)
+                        .unwrap_or(Shape::Untyped);
+                    let list_type = match str_of("x-kubernetes-list-type") {
+                        Some("set") => ListType::Set,
+                        Some("map") => ListType::Map {
+                            keys: s
+                                .get("x-kubernetes-list-map-keys")
+                                .and_then(Value::as_array)
+                                .map(|k| k.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                                .unwrap_or_default(),
+                        },
+                        _ => ListType::Atomic,
+                    };
+                    let key = str_of("x-kubernetes-patch-merge-key").map(str::to_string);
+                    let smp = match str_of("x-kubernetes-patch-strategy") {
+                        Some(p) if p.split(',').any(|x| x == "merge") && p.contains("retainKeys") => {
+                            SmpStrategy::MergeRetainKeys { key }
+                        }
+                        Some(p) if p.split(',').any(|x| x == "merge") => SmpStrategy::Merge { key },
+                        _ => SmpStrategy::Replace,
+                    };
+                    Shape::List {
+                        list_type,
+                        smp,
+                        items: Box::new(items),
+                    }
+                }
+                Some(_) => Shape::Scalar,
+                None if preserve => Shape::Untyped,
+                None => Shape::Untyped,
+            }
+        };
+        let shape = match str_of("x-kubernetes-patch-strategy") {
+            Some("replace") if matches!(shape, Shape::Object { .. }) => {
+                shape.with_object_strategy(SmpStrategy::Replace)
+            }
+            Some("retainKeys") if matches!(shape, Shape::Object { .. }) => {
+                shape.with_object_strategy(SmpStrategy::RetainKeys)
+            }
+            _ => shape,
+        };
+        match s.get("default") {
+            Some(d) if !d.is_null() => shape.with_default(d.clone()),
+            _ => shape,
+        }
+    }
+
     /// A granular object with the given declared fields and no other keys.
     pub fn object<'a>(fields: impl IntoIterator<Item = (&'a str, Shape)>) -> Shape {
         Shape::Object {

@@ -1012,3 +1012,50 @@ fn kubectl_managed_fields_migration_by_json_patch_is_honoured() {
         live["metadata"]["managedFields"]
     );
 }
+
+#[test]
+fn custom_resources_typed_by_their_crd_schema() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer"},
+                "endpoints": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                              "items": {"type": "object", "properties": {"name": {"type": "string"}, "url": {"type": "string"}}}}
+            }},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+        }
+    });
+    let shape = crate::builtin::custom_resource_shape(&schema);
+    let opts = ApplyOptions {
+        manager: "op",
+        force: false,
+        api_version: "example.com/v1",
+        subresource: None,
+        now: T0,
+    };
+    let cr = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                    "spec": {"size": 1, "endpoints": [{"name": "a", "url": "http://a"}]}});
+    let got = apply(None, &cr, &shape, &opts).unwrap();
+    assert_eq!(
+        fields_of(&got, "op", "Apply"),
+        json!({"f:spec": {"f:endpoints": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:url": {}}}, "f:size": {}}})
+    );
+    // A second applier adds an endpoint without touching the first one's.
+    let other = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                       "spec": {"endpoints": [{"name": "b", "url": "http://b"}]}});
+    let got = apply(
+        Some(&got),
+        &other,
+        &shape,
+        &ApplyOptions {
+            manager: "other",
+            ..opts
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        got["spec"]["endpoints"],
+        json!([{"name": "a", "url": "http://a"}, {"name": "b", "url": "http://b"}])
+    );
+}
