@@ -28,6 +28,7 @@
 mod string_enum;
 
 pub mod cluster;
+pub mod conditions;
 pub mod crds;
 pub mod policy;
 pub mod validation;

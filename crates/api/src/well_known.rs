@@ -146,6 +146,8 @@ pub mod reasons {
     pub const SUCCESS: &str = "Success";
     /// Scheduling found no cluster that fits.
     pub const NO_CLUSTER_FIT: &str = "NoClusterFit";
+    /// Scheduling constraints (spread, strategy) cannot be met.
+    pub const UNSCHEDULABLE: &str = "Unschedulable";
     /// Scheduling failed with an error.
     pub const SCHEDULER_ERROR: &str = "SchedulerError";
     /// Work dispatching is suspended.

@@ -1,0 +1,7 @@
+//! # flotilla (the command line)
+//!
+//! The `flotilla` binary's logic, as a library so tests drive the same code users run:
+//!
+//! - [`join`]: register any Kubernetes cluster as a member (`flotilla join` / `flotilla unjoin`).
+
+pub mod join;

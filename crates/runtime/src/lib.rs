@@ -1,0 +1,129 @@
+//! # flotilla-runtime
+//!
+//! The process scaffolding shared by flotilla's service binaries, so each `main.rs` only wires
+//! flags to its library:
+//!
+//! - [`KubeArgs`] and [`kube_client`]: `--kubeconfig`/`--context`, falling back to in-cluster
+//!   configuration;
+//! - [`shutdown_token`]: a cancellation token fired by SIGTERM or SIGINT;
+//! - [`ops`]: the HTTP endpoint for Prometheus metrics, liveness and readiness;
+//! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health.
+
+pub mod grpc;
+pub mod ops;
+
+use std::path::PathBuf;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio_util::sync::CancellationToken;
+
+pub use tokio_util::sync::CancellationToken as Shutdown;
+
+/// How a service reaches the control-plane API.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct KubeArgs {
+    /// Kubeconfig of the control-plane API. Default: in-cluster configuration, then
+    /// `$KUBECONFIG`, then `~/.kube/config`.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context in the kubeconfig. Default: the current context.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+/// Errors setting up a service process.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The kubeconfig could not be read or used.
+    #[error("cannot use kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: String,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// No configuration could be inferred.
+    #[error("no Kubernetes configuration found (pass --kubeconfig or run in a cluster): {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    /// The client could not be built.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    /// A listener could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A server failed.
+    #[error("{server} server failed: {message}")]
+    Serve {
+        /// Which server.
+        server: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The kube client configuration for `args`.
+pub async fn kube_config(args: &KubeArgs) -> Result<kube::Config, RuntimeError> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|source| RuntimeError::Kubeconfig {
+                path: path.display().to_string(),
+                source,
+            })?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|source| RuntimeError::Kubeconfig {
+                    path: path.display().to_string(),
+                    source,
+                })
+        }
+        None => Ok(kube::Config::infer().await?),
+    }
+}
+
+/// A kube client for `args`.
+pub async fn kube_client(args: &KubeArgs) -> Result<kube::Client, RuntimeError> {
+    let config = kube_config(args).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A token cancelled when the process receives SIGTERM or SIGINT.
+pub fn shutdown_token() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested");
+        trigger.cancel();
+    });
+    token
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,158 @@
+//! Pruning, defaulting and type navigation.
+#![allow(clippy::unwrap_used)]
+
+use flotilla_schema::{ListInfo, Schema};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+use serde_json::{Value, json};
+
+fn schema(yaml: &str) -> Schema {
+    let v: Value = serde_yaml::from_str(yaml).unwrap();
+    let props: JSONSchemaProps = serde_json::from_value(v).unwrap();
+    Schema::new(&props).unwrap()
+}
+
+const SCHEMA: &str = r#"
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      replicas: {type: integer, default: 1}
+      mode: {type: string, nullable: true, default: fast}
+      strict: {type: string}
+      labels: {type: object, additionalProperties: {type: string}}
+      anyMap: {type: object, additionalProperties: true}
+      free: {type: object, x-kubernetes-preserve-unknown-fields: true, properties: {known: {type: object, properties: {a: {type: string}}}}}
+      items:
+        type: array
+        x-kubernetes-list-type: map
+        x-kubernetes-list-map-keys: [name]
+        items:
+          type: object
+          required: [name]
+          properties:
+            name: {type: string}
+            port: {type: integer, default: 80}
+      tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+      plain: {type: array, items: {type: string, default: x}}
+      template:
+        type: object
+        x-kubernetes-embedded-resource: true
+        x-kubernetes-preserve-unknown-fields: true
+      nested:
+        type: object
+        default: {}
+        properties:
+          inner: {type: string, default: hello}
+"#;
+
+#[test]
+fn prunes_unknown_fields_and_reports_paths() {
+    let s = schema(SCHEMA);
+    let mut obj = json!({
+        "apiVersion": "x.io/v1", "kind": "X", "metadata": {"name": "a", "whatever": 1},
+        "extra": true,
+        "spec": {
+            "foo": 1,
+            "labels": {"a": "b"},
+            "anyMap": {"k": {"deep": 1}, "s": "kept"},
+            "free": {"anything": {"goes": 1}, "known": {"a": "x", "b": "pruned"}},
+            "items": [{"name": "a", "bogus": 1}],
+            "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "junk": 1}, "data": {"k": "v"}}
+        }
+    });
+    let paths = s.prune(&mut obj);
+    assert_eq!(
+        paths,
+        vec![
+            "extra",
+            "spec.anyMap.k.deep",
+            "spec.foo",
+            "spec.free.known.b",
+            "spec.items[0].bogus",
+            "spec.template.metadata.junk",
+        ]
+    );
+    assert_eq!(
+        obj,
+        json!({
+            "apiVersion": "x.io/v1", "kind": "X", "metadata": {"name": "a", "whatever": 1},
+            "spec": {
+                "labels": {"a": "b"},
+                "anyMap": {"k": {}, "s": "kept"},
+                "free": {"anything": {"goes": 1}, "known": {"a": "x"}},
+                "items": [{"name": "a"}],
+                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
+            }
+        })
+    );
+}
+
+#[test]
+fn prunes_disallowed_nulls() {
+    let s = schema(SCHEMA);
+    let mut obj = json!({"spec": {"strict": null, "mode": null, "replicas": null}});
+    s.prune(&mut obj);
+    // `strict` is neither nullable nor defaulted; `replicas` is defaulted, `mode` nullable.
+    assert_eq!(obj, json!({"spec": {"mode": null, "replicas": null}}));
+    s.apply_defaults(&mut obj);
+    assert_eq!(obj["spec"]["replicas"], json!(1));
+    assert_eq!(obj["spec"]["mode"], Value::Null, "nullable null keeps its null");
+}
+
+#[test]
+fn applies_defaults() {
+    let s = schema(SCHEMA);
+    let mut obj =
+        json!({"spec": {"items": [{"name": "a"}, {"name": "b", "port": 8080}], "plain": ["a", null]}});
+    s.apply_defaults(&mut obj);
+    assert_eq!(
+        obj,
+        json!({"spec": {
+            "replicas": 1, "mode": "fast",
+            "items": [{"name": "a", "port": 80}, {"name": "b", "port": 8080}],
+            "plain": ["a", "x"],
+            "nested": {"inner": "hello"}
+        }})
+    );
+    // Defaults apply only inside objects that exist.
+    let mut empty = json!({});
+    s.apply_defaults(&mut empty);
+    assert_eq!(empty, json!({}));
+}
+
+#[test]
+fn navigation() {
+    let s = schema(SCHEMA);
+    assert_eq!(
+        s.list_type_at(&["spec", "items"]),
+        Some(ListInfo {
+            list_type: "map".into(),
+            map_keys: vec!["name".into()]
+        })
+    );
+    assert_eq!(s.list_type_at(&["spec", "tags"]).unwrap().list_type, "set");
+    assert_eq!(s.list_type_at(&["spec", "plain"]).unwrap().list_type, "atomic");
+    assert_eq!(s.list_type_at(&["spec", "replicas"]), None);
+    assert_eq!(s.list_type_at(&["spec", "nope"]), None);
+    assert_eq!(
+        s.props_at(&["spec", "items", "*", "port"])
+            .unwrap()
+            .type_
+            .as_deref(),
+        Some("integer")
+    );
+    assert_eq!(
+        s.props_at(&["spec", "labels", "anykey"])
+            .unwrap()
+            .type_
+            .as_deref(),
+        Some("string")
+    );
+    assert_eq!(
+        s.props_at(&["spec", "labels", "*"]).unwrap().type_.as_deref(),
+        Some("string")
+    );
+    assert!(s.props_at(&["spec", "missing"]).is_none());
+    assert_eq!(s.map_type_at(&["spec", "nested"]).as_deref(), Some("granular"));
+}

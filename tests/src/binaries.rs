@@ -1,0 +1,73 @@
+//! Building and locating the workspace's binaries.
+//!
+//! `cargo test` builds test targets, not necessarily every package's binaries, so the harness
+//! runs `cargo build --bins` for the packages it needs once per test process (a no-op when they
+//! are fresh). The binaries are then found next to the test executable's `deps/` directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+/// Packages whose binaries end-to-end tests start.
+const PACKAGES: &[&str] = &[
+    "flotilla-apiserver",
+    "flotilla-detector",
+    "flotilla-scheduler",
+    "flotilla-execution",
+    "flotilla-dependency-distributor",
+    "flotilla",
+];
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The directory holding the binaries of the profile the tests run with.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("cannot locate the test executable: {e}"));
+    // target/<profile>/deps/<test>-<hash>
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("unexpected test path {}", exe.display()))
+}
+
+fn workspace_has(package: &str) -> bool {
+    let dir = match package {
+        "flotilla" => "crates/flotilla".to_owned(),
+        other => format!("crates/{}", other.trim_start_matches("flotilla-")),
+    };
+    workspace_root().join(dir).join("Cargo.toml").exists()
+}
+
+/// Builds every binary the harness may start (once per process) and returns the path of `name`.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<bool>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(false));
+    let mut done = built.lock().unwrap_or_else(|p| p.into_inner());
+    if !*done {
+        let release = bin_dir().ends_with("release");
+        let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+        command
+            .current_dir(workspace_root())
+            .args(["build", "--bins", "--quiet"]);
+        if release {
+            command.arg("--release");
+        }
+        for package in PACKAGES.iter().filter(|p| workspace_has(p)) {
+            command.args(["-p", package]);
+        }
+        let status = command
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run cargo build: {e}"));
+        assert!(status.success(), "cargo build of the flotilla binaries failed");
+        *done = true;
+    }
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "binary {} not found after building",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,335 @@
+//! A whole flotilla installation on loopback: a control-plane apiserver, N member apiservers
+//! (simulating workload controllers) registered as `member1..memberN`, the CRDs, and the service
+//! binaries wired to each other. Service flags follow the contract every service implements:
+//! `--kubeconfig`, `--grpc-addr`, `--metrics-addr`, `--log-level`, plus the peer addresses
+//! (`--scheduler-addr`, `--execution-addr`, `--dependency-distributor-addr`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flotilla_api::ClusterPropagationPolicy;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::apiserver::{ApiServer, ApiServerOptions};
+use crate::process::Process;
+use crate::wait::{eventually, wait_until};
+
+/// A flotilla service binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Service {
+    /// flotilla-detector.
+    Detector,
+    /// flotilla-scheduler.
+    Scheduler,
+    /// flotilla-dependency-distributor.
+    DependencyDistributor,
+    /// flotilla-execution.
+    Execution,
+}
+
+impl Service {
+    /// Every service.
+    pub const ALL: [Service; 4] = [
+        Service::Detector,
+        Service::Scheduler,
+        Service::DependencyDistributor,
+        Service::Execution,
+    ];
+
+    /// The binary name.
+    pub fn binary(self) -> &'static str {
+        match self {
+            Service::Detector => "flotilla-detector",
+            Service::Scheduler => "flotilla-scheduler",
+            Service::DependencyDistributor => "flotilla-dependency-distributor",
+            Service::Execution => "flotilla-execution",
+        }
+    }
+}
+
+/// How to start an [`Env`].
+#[derive(Clone, Debug)]
+pub struct EnvOptions {
+    /// Number of member clusters (`member1..memberN`).
+    pub members: usize,
+    /// Which services to start.
+    pub services: Vec<Service>,
+    /// Labels of each member's Cluster object, by member index (0-based).
+    pub member_labels: BTreeMap<usize, BTreeMap<String, String>>,
+    /// Extra flags per service.
+    pub service_args: BTreeMap<Service, Vec<String>>,
+    /// Extra environment per service (e.g. `OTEL_*`).
+    pub service_env: Vec<(String, String)>,
+    /// `--log-level` of the services.
+    pub log_level: String,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        Self {
+            members: 3,
+            services: Service::ALL.to_vec(),
+            member_labels: BTreeMap::new(),
+            service_args: BTreeMap::new(),
+            service_env: vec![],
+            log_level: "info,flotilla=debug".to_owned(),
+        }
+    }
+}
+
+struct Ports {
+    grpc: u16,
+    metrics: u16,
+}
+
+/// A running installation. Dropping it stops every process; if the test is panicking, the tail
+/// of every process's log is printed first.
+pub struct Env {
+    root: tempfile::TempDir,
+    /// The control-plane apiserver.
+    pub control_plane: ApiServer,
+    /// The member apiservers, `member1` first.
+    pub members: Vec<ApiServer>,
+    services: BTreeMap<Service, Process>,
+    ports: BTreeMap<Service, Ports>,
+}
+
+impl Env {
+    /// Starts everything and waits until every service reports ready.
+    pub async fn start(options: EnvOptions) -> Env {
+        let root = tempfile::Builder::new()
+            .prefix("flotilla-e2e-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
+        let control_plane =
+            ApiServer::start("control-plane", root.path(), &ApiServerOptions::default()).await;
+        let mut members = Vec::new();
+        for i in 1..=options.members {
+            let options = ApiServerOptions {
+                simulate_workloads: true,
+                ..Default::default()
+            };
+            members.push(ApiServer::start(&format!("member{i}"), root.path(), &options).await);
+        }
+        let client = control_plane.client().await;
+        install_crds(&client).await;
+        for (i, member) in members.iter().enumerate() {
+            let access = flotilla::join::member_access(member.kubeconfig(), None)
+                .unwrap_or_else(|e| panic!("cannot read {}'s kubeconfig: {e}", member.name()));
+            let join_options = flotilla::join::JoinOptions {
+                labels: options.member_labels.get(&i).cloned().unwrap_or_default(),
+                ..Default::default()
+            };
+            flotilla::join::join(&client, member.name(), &access, &join_options)
+                .await
+                .unwrap_or_else(|e| panic!("cannot join {}: {e}", member.name()));
+        }
+
+        let ports: BTreeMap<Service, Ports> = Service::ALL
+            .iter()
+            .map(|s| {
+                (
+                    *s,
+                    Ports {
+                        grpc: crate::free_port(),
+                        metrics: crate::free_port(),
+                    },
+                )
+            })
+            .collect();
+        let mut env = Env {
+            root,
+            control_plane,
+            members,
+            services: BTreeMap::new(),
+            ports,
+        };
+        for service in &options.services {
+            let mut args = env.service_command_line(*service, &options.log_level);
+            args.extend(options.service_args.get(service).cloned().unwrap_or_default());
+            let binary = crate::binaries::binary(service.binary());
+            let process = Process::start(
+                service.binary(),
+                &binary,
+                args,
+                options.service_env.clone(),
+                env.root.path(),
+            );
+            env.services.insert(*service, process);
+        }
+        for service in options.services {
+            env.wait_service_ready(service).await;
+        }
+        env
+    }
+
+    fn address(&self, service: Service) -> String {
+        format!("http://127.0.0.1:{}", self.ports[&service].grpc)
+    }
+
+    fn service_command_line(&self, service: Service, log_level: &str) -> Vec<String> {
+        let ports = &self.ports[&service];
+        let mut args = vec![
+            "--kubeconfig".to_owned(),
+            self.control_plane.kubeconfig().display().to_string(),
+            "--grpc-addr".to_owned(),
+            format!("127.0.0.1:{}", ports.grpc),
+            "--metrics-addr".to_owned(),
+            format!("127.0.0.1:{}", ports.metrics),
+            "--log-level".to_owned(),
+            log_level.to_owned(),
+        ];
+        let peers: &[(&str, Service)] = match service {
+            Service::Detector => &[("--scheduler-addr", Service::Scheduler)],
+            Service::Scheduler => &[
+                ("--execution-addr", Service::Execution),
+                ("--dependency-distributor-addr", Service::DependencyDistributor),
+            ],
+            Service::DependencyDistributor => &[("--scheduler-addr", Service::Scheduler)],
+            Service::Execution => &[],
+        };
+        for (flag, peer) in peers {
+            args.push((*flag).to_owned());
+            args.push(self.address(*peer));
+        }
+        args
+    }
+
+    /// A client for the control plane.
+    pub async fn control_plane_client(&self) -> Client {
+        self.control_plane.client().await
+    }
+
+    /// A client for member `i` (1-based, as in `member1`).
+    pub async fn member_client(&self, i: usize) -> Client {
+        self.members[i - 1].client().await
+    }
+
+    /// The temporary directory holding data dirs and logs.
+    pub fn root(&self) -> &std::path::Path {
+        self.root.path()
+    }
+
+    /// The metrics endpoint of `service`.
+    pub fn metrics_address(&self, service: Service) -> String {
+        format!("127.0.0.1:{}", self.ports[&service].metrics)
+    }
+
+    /// The process of `service`.
+    pub fn service(&mut self, service: Service) -> &mut Process {
+        self.services
+            .get_mut(&service)
+            .unwrap_or_else(|| panic!("{service:?} was not started"))
+    }
+
+    /// Kills `service` with SIGKILL.
+    pub fn kill(&mut self, service: Service) {
+        self.service(service).kill();
+    }
+
+    /// Starts a killed `service` again and waits until it is ready.
+    pub async fn start_again(&mut self, service: Service) {
+        self.service(service).start_again();
+        self.wait_service_ready(service).await;
+    }
+
+    /// Kills `service` with SIGKILL, starts it again and waits until it is ready.
+    pub async fn restart(&mut self, service: Service) {
+        self.service(service).restart();
+        self.wait_service_ready(service).await;
+    }
+
+    /// GET `path` on `service`'s metrics endpoint: (status code, body).
+    pub async fn http_get(&self, service: Service, path: &str) -> Option<(u16, String)> {
+        http_get(&self.metrics_address(service), path).await
+    }
+
+    /// Waits until `service` answers `/readyz` with 200.
+    pub async fn wait_service_ready(&mut self, service: Service) {
+        let address = self.metrics_address(service);
+        let log = self
+            .services
+            .get(&service)
+            .map(|p| p.log_tail(30))
+            .unwrap_or_default();
+        eventually(
+            &format!("{service:?} to become ready; log tail:\n{log}"),
+            Duration::from_secs(60),
+            || {
+                let address = address.clone();
+                async move { matches!(http_get(&address, "/readyz").await, Some((200, _))) }
+            },
+        )
+        .await;
+    }
+
+    /// Prints the tail of every process's log to stderr.
+    pub fn dump_logs(&self, lines: usize) {
+        eprintln!("----- flotilla e2e logs ({}) -----", self.root.path().display());
+        eprintln!("== control-plane ==\n{}", self.control_plane.log_tail(lines));
+        for member in &self.members {
+            eprintln!("== {} ==\n{}", member.name(), member.log_tail(lines));
+        }
+        for (service, process) in &self.services {
+            eprintln!("== {service:?} ==\n{}", process.log_tail(lines));
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs(60);
+            // Keep the directory for inspection when asked to.
+            if std::env::var_os("FLOTILLA_E2E_KEEP").is_some() {
+                let path = self.root.path().to_path_buf();
+                eprintln!("keeping {}", path.display());
+                std::mem::forget(std::mem::replace(
+                    &mut self.root,
+                    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}")),
+                ));
+            }
+        }
+    }
+}
+
+/// Creates every flotilla CRD and waits until the API serves them.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in flotilla_api::crds::all() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("cannot create CRD {:?}: {e}", crd.metadata.name),
+        }
+    }
+    let served: Api<ClusterPropagationPolicy> = Api::all(client.clone());
+    wait_until(
+        "the flotilla CRDs to be served",
+        Duration::from_secs(30),
+        || async {
+            served
+                .list(&ListParams::default().limit(1))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+}
+
+/// A minimal HTTP/1.0 GET on loopback: (status code, body).
+pub async fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}

@@ -1,0 +1,148 @@
+//! A child process with its output captured to a log file, that can be killed (SIGKILL),
+//! terminated (SIGTERM) and restarted with the same command line.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// A managed child process.
+pub struct Process {
+    name: String,
+    binary: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Process {
+    /// Starts `binary` with `args`, appending its stdout and stderr to `log_dir/<name>.log`.
+    pub fn start(
+        name: &str,
+        binary: &Path,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        log_dir: &Path,
+    ) -> Self {
+        let mut process = Self {
+            name: name.to_owned(),
+            binary: binary.to_path_buf(),
+            args,
+            env,
+            log: log_dir.join(format!("{name}.log")),
+            child: None,
+        };
+        process.spawn();
+        process
+    }
+
+    fn spawn(&mut self) {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.log.display()));
+        let err = log
+            .try_clone()
+            .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
+        let child = Command::new(&self.binary)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {} ({}): {e}", self.name, self.binary.display()));
+        self.child = Some(child);
+    }
+
+    /// The process name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The OS process id, if running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The command-line arguments.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Kills the process with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for the process to exit, then SIGKILLs it. Returns
+    /// whether it exited on its own.
+    pub fn terminate(&mut self, grace: Duration) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let Ok(pid) = i32::try_from(child.id()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        };
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// Starts the process again with the same command line (kills it first if running).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Starts the process again if it is not running.
+    pub fn start_again(&mut self) {
+        if !self.is_running() {
+            self.spawn();
+        }
+    }
+
+    /// The last `lines` lines of the log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// The whole log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
