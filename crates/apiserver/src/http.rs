@@ -375,7 +375,7 @@ fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
     Ok(value)
 }
 
-fn write_options(q: &Query) -> ApiResult<WriteOptions> {
+fn write_options(q: &Query, user_agent: &str) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -407,6 +407,8 @@ fn write_options(q: &Query) -> ApiResult<WriteOptions> {
         field_validation,
         field_manager: q.get("fieldManager").cloned(),
         force: q.get("force").is_some_and(|v| v == "true"),
+        user_agent: user_agent.to_owned(),
+        managed_precomputed: false,
     })
 }
 
@@ -537,6 +539,12 @@ async fn resource_inner(
         _ => Subresource::Main,
     };
     let method = req.method().clone();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
     let watch = target.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
     match (method, target.name.clone()) {
         (Method::GET, None) if watch => Ok(crate::watch::serve(
@@ -579,7 +587,7 @@ async fn resource_inner(
             single_response(&def, obj, view, &q, StatusCode::OK, &[])
         }
         (Method::POST, None) => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user_agent)?;
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             let written = api.create(&def, ns.as_deref(), obj, &opts).await?;
@@ -593,7 +601,7 @@ async fn resource_inner(
             )
         }
         (Method::PUT, Some(name)) => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user_agent)?;
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             if target.sub.as_deref() == Some("finalize") {
@@ -609,7 +617,7 @@ async fn resource_inner(
             single_response(&def, written.object, view, &q, code, &written.warnings)
         }
         (Method::PATCH, Some(name)) => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user_agent)?;
             let (parts, body) = read_body(req).await?;
             let ct = content_type(&parts);
             let patch = decode_patch(&ct, &body)?;

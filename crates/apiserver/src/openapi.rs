@@ -304,12 +304,17 @@ impl OpenApi {
     /// back to server-side field validation (advertised in v3) and their compiled-in types.
     pub fn v2(&self, _catalog: &Catalog, accept: &str) -> Response<Body> {
         let (bytes, content_type) = if accept.contains("protobuf") {
-            (v2_protobuf(), "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+            (
+                v2_protobuf(),
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )
         } else {
             let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": {}});
             (serde_json::to_vec(&doc).unwrap_or_default(), "application/json")
         };
-        let mut resp = Response::new(http_body_util::BodyExt::boxed(http_body_util::Full::new(bytes::Bytes::from(bytes))));
+        let mut resp = Response::new(http_body_util::BodyExt::boxed(http_body_util::Full::new(
+            bytes::Bytes::from(bytes),
+        )));
         *resp.status_mut() = StatusCode::OK;
         if let Ok(v) = http::HeaderValue::from_str(content_type) {
             resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
