@@ -498,9 +498,11 @@ impl Api {
             "deletionGracePeriodSeconds",
             "selfLink",
             "generation",
-            "managedFields",
         ] {
             meta.remove(f);
+        }
+        if !opts.managed_precomputed {
+            meta.remove("managedFields");
         }
         if tracks_generation(def) {
             meta.insert("generation".into(), json!(1));
