@@ -450,7 +450,7 @@ impl Api {
         mut body: Value,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
-        check_type(def, &body)?;
+        check_type(def, &mut body)?;
         if !def.creatable {
             return Err(ApiError::method_not_allowed(
                 "create: the resource's CustomResourceDefinition is terminating",
@@ -577,7 +577,7 @@ impl Api {
         if sub == Subresource::Scale {
             return self.update_scale(def, url_ns, name, body, opts).await;
         }
-        check_type(def, &body)?;
+        check_type(def, &mut body)?;
         let ns = resolve_namespace(def, url_ns, &mut body)?;
         let body_name = objects::meta_str(&body, "name").unwrap_or("").to_owned();
         if body_name.is_empty() {
@@ -678,10 +678,11 @@ impl Api {
             let new = if scale {
                 apply_scale(def, &old, &patched)?
             } else {
+                let mut patched = patched;
                 if patched.get("apiVersion") != old.get("apiVersion")
                     || patched.get("kind") != old.get("kind")
                 {
-                    check_type(def, &patched)?;
+                    check_type(def, &mut patched)?;
                 }
                 if objects::meta_str(&patched, "name") != Some(name) {
                     return Err(ApiError::bad_request(format!(
@@ -1351,27 +1352,23 @@ fn strip_meta_status(obj: &Value) -> Value {
     v
 }
 
-/// Checks the body's apiVersion/kind against the URL.
-fn check_type(def: &ResourceDef, body: &Value) -> ApiResult<()> {
-    if !body.is_object() {
+/// Checks the body's apiVersion/kind against the URL; missing ones are defaulted from the URL
+/// (as kube-apiserver's decoder does).
+fn check_type(def: &ResourceDef, body: &mut Value) -> ApiResult<()> {
+    let Some(map) = body.as_object_mut() else {
         return Err(ApiError::bad_request(
             "the request body must be a JSON or YAML object",
         ));
+    };
+    let missing = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
+    if missing(map.get("kind")) {
+        map.insert("kind".into(), json!(def.kind));
     }
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
-    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if kind.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Object 'Kind' is missing in '{}'",
-            truncate(&body.to_string(), 512)
-        )));
+    if missing(map.get("apiVersion")) {
+        map.insert("apiVersion".into(), json!(def.api_version()));
     }
-    if api_version.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Object 'apiVersion' is missing in '{}'",
-            truncate(&body.to_string(), 512)
-        )));
-    }
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if api_version != def.api_version() {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({api_version}) does not match the expected API version ({})",
@@ -1385,17 +1382,6 @@ fn check_type(def: &ResourceDef, body: &Value) -> ApiResult<()> {
         )));
     }
     Ok(())
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// Sets the object's namespace from the URL (or checks they agree); returns it.
