@@ -27,6 +27,7 @@ bench *ARGS:
 
 # flotilla-apiserver storage and watch benchmarks (not run in CI).
 bench-apiserver *ARGS:
+    cargo build --release -p flotilla-apiserver --bins
     cargo run --release -p flotilla-apiserver --bin flotilla-apiserver-bench -- {{ARGS}}
 
 # Fault-injection soak run (not run in CI; CI runs a small smoke).

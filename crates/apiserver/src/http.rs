@@ -389,6 +389,9 @@ fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
     let value: Value = match content_type {
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?,
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body).map_err(|e| {
+            ApiError::bad_request(format!("the protobuf request body could not be decoded: {e}"))
+        })?,
         "application/yaml" | "application/x-yaml" | "text/yaml" | "application/apply-patch+yaml" => {
             serde_yaml::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))?

@@ -26,6 +26,8 @@ pub mod objects;
 pub mod openapi;
 pub mod ops;
 pub mod pki;
+pub mod protobuf;
+mod protobuf_schema;
 pub mod resources;
 pub mod selectors;
 pub mod simulate;

@@ -351,3 +351,157 @@ fn kubectl_get_watch_streams_changes() {
     assert!(lines[0].starts_with("NAME"), "{lines:?}");
     server.kubectl(&["delete", "namespace", &ns]).success();
 }
+
+#[test]
+fn kubectl_generators_send_protobuf_and_work() {
+    // kubectl >= 1.32 creates through typed clients with protobuf bodies.
+    let server = shared();
+    let kubectl = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
+    let ns = format!("gen-{}", rand_suffix());
+    run(server, kubectl, &["create", "namespace", &ns]);
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "configmap",
+            "c1",
+            "--from-literal=a=1",
+            "--from-literal=b=2",
+        ],
+    );
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "--from-literal=p=q",
+        ],
+    );
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "deployment",
+            "d1",
+            "--image=nginx:1.25",
+            "--replicas=0",
+            "--port=80",
+        ],
+    );
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "job",
+            "j1",
+            "--image=busybox",
+            "--",
+            "echo",
+            "hi",
+        ],
+    );
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "cronjob",
+            "cj1",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+        ],
+    );
+    run(server, kubectl, &["-n", &ns, "create", "serviceaccount", "sa1"]);
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "create",
+            "service",
+            "clusterip",
+            "svc1",
+            "--tcp=80:8080",
+        ],
+    );
+    run(
+        server,
+        kubectl,
+        &["-n", &ns, "run", "p1", "--image=nginx", "--labels=app=p1"],
+    );
+    run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "expose",
+            "deployment",
+            "d1",
+            "--name=svc2",
+            "--port=81",
+            "--target-port=80",
+        ],
+    );
+    let got = run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "deploy",
+            "d1",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].ports[0].containerPort}",
+        ],
+    );
+    assert_eq!(
+        got, "0 nginx:1.25 80",
+        "replicas=0 (a pointer field) survives protobuf decoding"
+    );
+    let got = run(
+        server,
+        kubectl,
+        &["-n", &ns, "get", "secret", "s1", "-o", "jsonpath={.data.p}"],
+    );
+    assert_eq!(got, "cQ==");
+    let got = run(
+        server,
+        kubectl,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "svc",
+            "svc1",
+            "-o",
+            "jsonpath={.spec.ports[0].port} {.spec.ports[0].targetPort}",
+        ],
+    );
+    assert_eq!(got, "80 8080");
+    let got = run(
+        server,
+        kubectl,
+        &["-n", &ns, "get", "cm", "c1", "-o", "jsonpath={.data}"],
+    );
+    assert_eq!(got, r#"{"a":"1","b":"2"}"#);
+    run(server, kubectl, &["delete", "namespace", &ns]);
+}
