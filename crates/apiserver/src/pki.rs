@@ -102,6 +102,18 @@ fn ca_params() -> CertificateParams {
     params
 }
 
+/// ALPN protocols offered. HTTP/2 is off by default: with hyper 1.12 / h2 0.4.20, streamed
+/// responses (watches) and responses completed from another task stall on HTTP/2 until the
+/// connection is woken for another reason (tens of milliseconds to seconds), while HTTP/1.1
+/// delivers them at once. `FLOTILLA_APISERVER_HTTP2=1` offers HTTP/2 again.
+fn alpn() -> Vec<Vec<u8>> {
+    if std::env::var("FLOTILLA_APISERVER_HTTP2").is_ok_and(|v| v == "1") {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    }
+}
+
 /// Builds the rustls server config (ring provider, ALPN h2 + http/1.1).
 pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -120,7 +132,7 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::Serv
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .context("the TLS certificate and key do not match")?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn();
     Ok(Arc::new(config))
 }
 

@@ -45,9 +45,10 @@ struct Args {
     /// The server binary (default: next to this one).
     #[arg(long)]
     server: Option<PathBuf>,
-    /// Use HTTP/1.1 connections instead of multiplexing over one HTTP/2 connection.
+    /// Multiplex over one HTTP/2 connection (the server must be started with
+    /// FLOTILLA_APISERVER_HTTP2=1) instead of a pool of HTTP/1.1 connections.
     #[arg(long, default_value_t = false)]
-    http1: bool,
+    http2: bool,
 }
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -175,7 +176,7 @@ async fn start_server(args: &Args) -> anyhow::Result<(Server, Target)> {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only();
-    let (connector, http2_only) = if args.http1 {
+    let (connector, http2_only) = if !args.http2 {
         (builder.enable_http1().build(), false)
     } else {
         (builder.enable_http2().build(), true)
