@@ -2,6 +2,11 @@
 
 use clap::Parser;
 
+// mimalloc: fewer allocator stalls under many small JSON allocations, and freed memory (large
+// list responses) goes back to the OS instead of staying in glibc arenas.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = flotilla_apiserver::Config::parse();

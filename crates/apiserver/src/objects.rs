@@ -177,6 +177,9 @@ pub struct MetaFields {
     /// Labels.
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
+    /// Deletion timestamp.
+    #[serde(default, rename = "deletionTimestamp")]
+    pub deletion_timestamp: Option<String>,
 }
 
 /// A random UID in the canonical 8-4-4-4-12 form (version 4).

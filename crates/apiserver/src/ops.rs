@@ -24,6 +24,8 @@ use crate::selectors::{FieldSelector, LabelSelector};
 
 /// Largest request body accepted (kube-apiserver's limit).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Largest stored object (etcd's default request limit is 1.5 MiB; ours follows the body limit).
+const MAX_OBJECT_BYTES: usize = MAX_BODY_BYTES;
 /// How long a paginated list's snapshot is kept for its continue tokens.
 const SNAPSHOT_TTL: Duration = Duration::from_secs(300);
 /// Namespaces every server has.
@@ -540,20 +542,21 @@ impl Api {
             });
         }
         let bytes = encode_for_storage(&obj);
+        if bytes.len() > MAX_OBJECT_BYTES {
+            return Err(ApiError::too_large(MAX_OBJECT_BYTES));
+        }
         match self
             .store
             .txn(Txn::new().when(&key, Compare::Absent).put(&key, bytes))
             .await?
         {
-            TxnOutcome::Committed { results, .. } => {
-                let kv = results
-                    .into_iter()
-                    .flatten()
-                    .next()
-                    .ok_or_else(|| ApiError::internal("create returned nothing"))?;
+            TxnOutcome::Committed { revision, .. } => {
                 self.after_write(def);
+                // The stored bytes are this object: answer from it instead of re-parsing them.
+                let mut object = self.served(def, obj);
+                objects::set_resource_version(&mut object, revision);
                 Ok(Written {
-                    object: self.to_value(def, &kv.value, kv.mod_revision),
+                    object,
                     warnings,
                     created: true,
                 })
@@ -952,12 +955,10 @@ impl Api {
                     objects::set_resource_version(&mut obj, revision);
                     obj
                 } else {
-                    let kv = results
-                        .into_iter()
-                        .flatten()
-                        .next()
-                        .ok_or_else(|| ApiError::internal("update returned nothing"))?;
-                    self.to_value(def, &kv.value, kv.mod_revision)
+                    let _ = results;
+                    let mut obj = self.served(def, new);
+                    objects::set_resource_version(&mut obj, revision);
+                    obj
                 };
                 Ok(Written {
                     object,
@@ -1141,8 +1142,8 @@ impl Api {
         match self.store.get(&key) {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(kv) => {
-                let obj = decode_stored(&kv.value, kv.mod_revision);
-                if objects::is_deleting(&obj) {
+                let meta: objects::MetaOnly = serde_json::from_slice(&kv.value).unwrap_or_default();
+                if meta.metadata.deletion_timestamp.is_some() {
                     Err(ApiError::forbidden(
                         "",
                         "namespaces",

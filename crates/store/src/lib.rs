@@ -246,7 +246,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             window_revisions: 100_000,
-            window_bytes: 256 << 20,
+            window_bytes: 128 << 20,
             max_batch: 4096,
         }
     }
