@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use serde_json::{Value, json};
 
 use crate::errors::Cause;
@@ -32,6 +33,10 @@ pub struct CrdVersion {
     pub crd_name: String,
     /// The version's `openAPIV3Schema`, if any.
     pub schema: Option<Value>,
+    /// The compiled structural schema (pruning, defaulting, validation).
+    pub compiled: Option<Arc<flotilla_schema::Schema>>,
+    /// Shape for strategic merge and server-side apply.
+    pub shape: Arc<flotilla_patch::Shape>,
     /// Printer columns of this version.
     pub printer_columns: Vec<PrinterColumn>,
     /// Whether more than one version is served (objects may need their apiVersion rewritten).
@@ -96,6 +101,20 @@ pub fn definitions(crd: &Value) -> Vec<ResourceDef> {
                     .to_owned(),
                 label_selector: s["labelSelectorPath"].as_str().map(str::to_owned),
             });
+            let schema = v
+                .get("schema")
+                .and_then(|s| s.get("openAPIV3Schema"))
+                .filter(|s| !s.is_null())
+                .cloned();
+            let compiled = schema
+                .as_ref()
+                .and_then(|s| serde_json::from_value::<JSONSchemaProps>(s.clone()).ok())
+                .map(|props| Arc::new(flotilla_schema::Schema::new_unchecked(&props)));
+            let shape = Arc::new(flotilla_patch::builtin::custom_resource_shape(
+                schema
+                    .as_ref()
+                    .unwrap_or(&json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})),
+            ));
             Some(ResourceDef {
                 group: group.to_owned(),
                 version: version.to_owned(),
@@ -110,11 +129,9 @@ pub fn definitions(crd: &Value) -> Vec<ResourceDef> {
                 preferred: v["storage"].as_bool().unwrap_or(false),
                 flavor: Flavor::Custom(Arc::new(CrdVersion {
                     crd_name: crd_name.clone(),
-                    schema: v
-                        .get("schema")
-                        .and_then(|s| s.get("openAPIV3Schema"))
-                        .filter(|s| !s.is_null())
-                        .cloned(),
+                    schema,
+                    compiled,
+                    shape,
                     printer_columns,
                     multi_version: served.len() > 1,
                 })),
@@ -194,6 +211,13 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// A schema library field error as a Status cause (message without the field prefix).
+pub fn cause_of(e: &flotilla_schema::FieldError) -> Cause {
+    let prefix = format!("{}: ", e.field);
+    let message = e.message.strip_prefix(&prefix).unwrap_or(&e.message).to_owned();
+    Cause::new(e.kind.cause_type(), e.field.clone(), message)
 }
 
 /// Sets the server-owned CRD status: names accepted, established, stored versions.

@@ -345,10 +345,18 @@ async fn reconcile_namespace(
             .collect();
         new["spec"]["finalizers"] = json!(kept);
         c.api
-            .commit_update(def, kv, obj, new, &WriteOptions::default(), "Update")
+            .commit_update(def, kv, obj, new, &controller_options(), None)
             .await?;
     }
     Ok(())
+}
+
+/// Writes by the in-process controllers are recorded under kube-controller-manager's name.
+fn controller_options() -> WriteOptions {
+    WriteOptions {
+        field_manager: Some("kube-controller-manager".into()),
+        ..WriteOptions::default()
+    }
 }
 
 async fn delete_key(api: &Api, key: &str, value: &[u8], rev: u64) -> ApiResult<()> {
@@ -382,7 +390,7 @@ async fn remove_finalizer(
         .filter(|f| f != finalizer)
         .collect();
     objects::set_finalizers(&mut new, kept);
-    api.commit_update(def, kv, obj, new, &WriteOptions::default(), "Update")
+    api.commit_update(def, kv, obj, new, &controller_options(), None)
         .await
 }
 
@@ -400,7 +408,7 @@ async fn remove_owner_ref(api: &Api, key: &str, owner_uid: &str) -> ApiResult<()
             refs.retain(|r| r["uid"].as_str() != Some(owner_uid));
         }
         match api
-            .commit_update(&def, &kv, obj, new, &WriteOptions::default(), "Update")
+            .commit_update(&def, &kv, obj, new, &controller_options(), None)
             .await
         {
             Ok(_) => return Ok(()),
@@ -432,7 +440,8 @@ pub async fn finalize_namespace(
         new["spec"]["finalizers"] = json!([]);
     }
     let _ = Subresource::Main;
-    api.commit_update(def, &kv, old, new, opts, "Update").await
+    api.commit_update(def, &kv, old, new, opts, Some("finalize"))
+        .await
 }
 
 #[cfg(test)]

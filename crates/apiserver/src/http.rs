@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
 
@@ -83,13 +83,14 @@ pub async fn handle(frontend: Arc<Frontend>, req: Request<Incoming>) -> Result<R
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let started = std::time::Instant::now();
+    let req = drain(req).await;
     let resp = route(frontend, req).await;
     let code = resp.status().as_u16();
     tracing::debug!(%method, %path, code, elapsed_ms = started.elapsed().as_millis() as u64, "request");
     Ok(resp)
 }
 
-async fn route(frontend: Arc<Frontend>, req: Request<Incoming>) -> Response<Body> {
+async fn route(frontend: Arc<Frontend>, req: Request<Pending>) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     // Health endpoints reveal nothing and must work for readiness probes without a token.
@@ -197,7 +198,7 @@ fn aggregated_response(doc: Value, version: &str) -> Response<Body> {
     )
 }
 
-fn authenticated(tokens: &Tokens, req: &Request<Incoming>) -> bool {
+fn authenticated(tokens: &Tokens, req: &Request<Pending>) -> bool {
     let Some(value) = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -317,25 +318,52 @@ fn negotiate(accept: &str) -> ApiResult<View> {
     }
 }
 
-async fn read_body(req: Request<Incoming>) -> ApiResult<(http::request::Parts, Bytes)> {
+/// A request whose body has been read (or found too large).
+type Pending = ApiResult<Bytes>;
+
+/// The request's parts and body (or the body's error).
+async fn read_body(req: Request<Pending>) -> ApiResult<(http::request::Parts, Bytes)> {
     let (parts, body) = req.into_parts();
-    if let Some(len) = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > MAX_BODY_BYTES
-    {
-        return Err(ApiError::too_large(MAX_BODY_BYTES));
-    }
-    let collected = Limited::new(body, MAX_BODY_BYTES).collect().await.map_err(|e| {
-        if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-            ApiError::too_large(MAX_BODY_BYTES)
-        } else {
-            ApiError::bad_request(format!("reading the request body: {e}"))
+    Ok((parts, body?))
+}
+
+/// Reads the whole body up front, so every response (errors included) is sent after the
+/// client finished sending and never races a reset stream.
+async fn drain(req: Request<Incoming>) -> Request<Pending> {
+    let (parts, mut body) = req.into_parts();
+    let mut buf = bytes::BytesMut::new();
+    let mut too_large = false;
+    // Past the limit the rest is drained (up to a bound) so the client reads our 413 instead
+    // of a reset stream.
+    const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                let err = ApiError::bad_request(format!("reading the request body: {e}"));
+                return Request::from_parts(parts, Err(err));
+            }
+        };
+        if let Ok(data) = frame.into_data() {
+            seen += data.len();
+            if seen > MAX_BODY_BYTES {
+                too_large = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&data);
+            }
+            if seen > DRAIN_LIMIT {
+                break;
+            }
         }
-    })?;
-    Ok((parts, collected.to_bytes()))
+    }
+    let result = if too_large {
+        Err(ApiError::too_large(MAX_BODY_BYTES))
+    } else {
+        Ok(buf.freeze())
+    };
+    Request::from_parts(parts, result)
 }
 
 fn content_type(parts: &http::request::Parts) -> String {
@@ -375,7 +403,7 @@ fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
     Ok(value)
 }
 
-fn write_options(q: &Query) -> ApiResult<WriteOptions> {
+fn write_options(q: &Query, user_agent: &str) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -407,6 +435,8 @@ fn write_options(q: &Query) -> ApiResult<WriteOptions> {
         field_validation,
         field_manager: q.get("fieldManager").cloned(),
         force: q.get("force").is_some_and(|v| v == "true"),
+        user_agent: user_agent.to_owned(),
+        managed_precomputed: false,
     })
 }
 
@@ -505,7 +535,7 @@ fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body
 
 async fn resource(
     frontend: Arc<Frontend>,
-    req: Request<Incoming>,
+    req: Request<Pending>,
     group: String,
     version: String,
     rest: Vec<String>,
@@ -519,7 +549,7 @@ async fn resource(
 
 async fn resource_inner(
     frontend: Arc<Frontend>,
-    req: Request<Incoming>,
+    req: Request<Pending>,
     group: String,
     version: String,
     rest: Vec<String>,
@@ -537,6 +567,12 @@ async fn resource_inner(
         _ => Subresource::Main,
     };
     let method = req.method().clone();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
     let watch = target.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
     match (method, target.name.clone()) {
         (Method::GET, None) if watch => Ok(crate::watch::serve(
@@ -579,7 +615,7 @@ async fn resource_inner(
             single_response(&def, obj, view, &q, StatusCode::OK, &[])
         }
         (Method::POST, None) => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user_agent)?;
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             let written = api.create(&def, ns.as_deref(), obj, &opts).await?;
@@ -593,7 +629,7 @@ async fn resource_inner(
             )
         }
         (Method::PUT, Some(name)) => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user_agent)?;
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             if target.sub.as_deref() == Some("finalize") {
@@ -609,7 +645,7 @@ async fn resource_inner(
             single_response(&def, written.object, view, &q, code, &written.warnings)
         }
         (Method::PATCH, Some(name)) => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user_agent)?;
             let (parts, body) = read_body(req).await?;
             let ct = content_type(&parts);
             let patch = decode_patch(&ct, &body)?;

@@ -20,7 +20,6 @@ pub mod errors;
 mod fsutil;
 pub mod gc;
 pub mod http;
-mod jsonpath_lite;
 pub mod kubeconfig;
 pub mod names;
 pub mod objects;

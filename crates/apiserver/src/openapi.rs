@@ -2,8 +2,8 @@
 //! schemas for built-in kinds (from k8s-openapi's schemars impls) and CRD kinds (their
 //! `openAPIV3Schema`), with `x-kubernetes-group-version-kind`, and paths whose operations
 //! declare the `fieldValidation` query parameter so kubectl delegates validation to the server.
-//! `/openapi/v2` is not served; see `docs/adr/0005-apiserver-openapi.md` for why kubectl works
-//! without it.
+//! `/openapi/v2` is an empty placeholder; see `docs/adr/0005-apiserver-openapi.md` for why
+//! kubectl works with that.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -299,15 +299,46 @@ impl OpenApi {
         json!({"paths": paths})
     }
 
-    /// `/openapi/v2` is not served (404, like a server with it disabled).
-    pub fn v2(&self, _catalog: &Catalog, _accept: &str) -> Response<Body> {
-        let status = crate::errors::ApiError::not_found_path().to_status();
+    /// `/openapi/v2`: a valid but empty Swagger 2.0 document (protobuf or JSON). kubectl 1.27
+    /// and 1.28 refuse to build a validator without one; with no definitions in it they fall
+    /// back to server-side field validation (advertised in v3) and their compiled-in types.
+    pub fn v2(&self, _catalog: &Catalog, accept: &str) -> Response<Body> {
+        let (bytes, content_type) = if accept.contains("protobuf") {
+            (
+                v2_protobuf(),
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            )
+        } else {
+            let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "definitions": {}});
+            (serde_json::to_vec(&doc).unwrap_or_default(), "application/json")
+        };
         let mut resp = Response::new(http_body_util::BodyExt::boxed(http_body_util::Full::new(
-            bytes::Bytes::from(serde_json::to_vec(&status).unwrap_or_default()),
+            bytes::Bytes::from(bytes),
         )));
-        *resp.status_mut() = StatusCode::NOT_FOUND;
+        *resp.status_mut() = StatusCode::OK;
+        if let Ok(v) = http::HeaderValue::from_str(content_type) {
+            resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
+        }
         resp
     }
+}
+
+/// gnostic `openapi_v2.Document{swagger: "2.0", info: {title, version}, paths: {}}` in
+/// protobuf wire format.
+fn v2_protobuf() -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, number: u8, payload: &[u8]) {
+        out.push((number << 3) | 2);
+        out.push(payload.len() as u8);
+        out.extend_from_slice(payload);
+    }
+    let mut info = Vec::new();
+    field(&mut info, 1, b"Kubernetes");
+    field(&mut info, 2, b"v1.33.0");
+    let mut doc = Vec::new();
+    field(&mut doc, 1, b"2.0");
+    field(&mut doc, 2, &info);
+    field(&mut doc, 8, &[]);
+    doc
 }
 
 #[cfg(test)]
@@ -352,6 +383,14 @@ mod tests {
                 .starts_with("/openapi/v3/api/v1?hash=")
         );
         assert!(openapi.v3_document(&catalog, "apis/nope/v1").is_none());
+    }
+
+    #[test]
+    fn v2_placeholder_is_well_formed_protobuf() {
+        let bytes = v2_protobuf();
+        // swagger = "2.0" is field 1, length-delimited.
+        assert_eq!(&bytes[..5], &[0x0a, 3, b'2', b'.', b'0']);
+        assert_eq!(bytes[bytes.len() - 2..], [0x42, 0]);
     }
 
     #[test]

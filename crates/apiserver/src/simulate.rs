@@ -71,7 +71,17 @@ async fn sync(api: &Api, key: &str) {
         let mut new = obj.clone();
         new["status"] = desired_status(&def, &obj);
         match api
-            .commit_update(&def, &kv, obj, new, &WriteOptions::default(), "Update")
+            .commit_update(
+                &def,
+                &kv,
+                obj,
+                new,
+                &WriteOptions {
+                    field_manager: Some("flotilla-workload-simulator".into()),
+                    ..WriteOptions::default()
+                },
+                Some("status"),
+            )
             .await
         {
             Ok(_) => return,

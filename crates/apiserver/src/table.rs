@@ -728,25 +728,11 @@ pub fn human_duration(seconds: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
-/// Evaluates a printer column's JSONPath on an object (`.spec.x`, `.a[0].b`,
-/// `.conditions[?(@.type=="Ready")].status`).
+/// Evaluates a printer column's JSONPath with kube-apiserver's cell rules.
 fn custom_cell(column: &PrinterColumn, obj: &Value) -> Value {
-    let results = crate::jsonpath_lite::find(&column.json_path, obj);
-    let Some(first) = results.first() else {
-        return Value::Null;
-    };
-    match column.column_type.as_str() {
-        "date" => first
-            .as_str()
-            .and_then(crate::objects::parse_time)
-            .map_or(Value::Null, |t| json!(since(t))),
-        "integer" => first.as_i64().map_or_else(|| json!(s(first)), |n| json!(n)),
-        "number" => first.as_f64().map_or_else(|| json!(s(first)), |n| json!(n)),
-        "boolean" => first.as_bool().map_or_else(|| json!(s(first)), |b| json!(b)),
-        _ => match first {
-            Value::String(_) => (*first).clone(),
-            other => json!(other.to_string()),
-        },
+    match flotilla_schema::jsonpath::JsonPath::parse_column(&column.json_path) {
+        Ok(path) => path.cell(obj, &column.column_type),
+        Err(_) => Value::Null,
     }
 }
 
