@@ -327,9 +327,14 @@ async fn snapshot_at_rebuilds_past_revisions_from_the_window() {
     store.txn(Txn::new().put("/c", "1")).await.unwrap(); // 4
     let at2 = store.snapshot_at(2).unwrap();
     assert_eq!(at2.revision(), 2);
-    let view: Vec<(String, Vec<u8>, u64)> =
-        at2.range("/", None).map(|kv| (kv.key.clone(), kv.value.clone(), kv.mod_revision)).collect();
-    assert_eq!(view, vec![("/a".into(), b"1".to_vec(), 1), ("/b".into(), b"1".to_vec(), 2)]);
+    let view: Vec<(String, Vec<u8>, u64)> = at2
+        .range("/", None)
+        .map(|kv| (kv.key.clone(), kv.value.clone(), kv.mod_revision))
+        .collect();
+    assert_eq!(
+        view,
+        vec![("/a".into(), b"1".to_vec(), 1), ("/b".into(), b"1".to_vec(), 2)]
+    );
     assert_eq!(store.snapshot_at(0).unwrap().len(), 0);
     assert_eq!(store.snapshot_at(4).unwrap().len(), 2);
     assert!(store.snapshot_at(5).is_err(), "future revisions are refused");
