@@ -474,7 +474,9 @@ impl Context {
                 let Some(object) = &object else {
                     return Ok(outcome);
                 };
-                let created = self.create_binding(&key, dep, object, spec, &fingerprint).await?;
+                let created = self
+                    .create_binding(&key, dep, object, *spec, &fingerprint)
+                    .await?;
                 metrics().wrote("create");
                 info!(binding = %key, dependency = %describe_dependency(dep), required_by = required_by.len(), "created the attached binding");
                 outcome.changed = true;

@@ -243,8 +243,8 @@ pub enum Plan {
     Nothing,
     /// Create the attached-only binding with this spec and fingerprint annotation.
     Create {
-        /// The spec.
-        spec: ResourceBindingSpec,
+        /// The spec (boxed: it is large next to the other variants).
+        spec: Box<ResourceBindingSpec>,
         /// The dependency object's fingerprint.
         fingerprint: String,
     },
@@ -314,14 +314,14 @@ pub fn plan(
     let Some(existing) = existing else {
         return match object {
             Some(object) if !required_by.is_empty() => Plan::Create {
-                spec: ResourceBindingSpec {
+                spec: Box::new(ResourceBindingSpec {
                     resource: resource_reference(dep, object, object.resource_version.clone()),
                     required_by: required_by.to_vec(),
                     conflict_resolution: fields.conflict_resolution.clone(),
                     preserve_resources_on_deletion: fields.preserve_resources_on_deletion,
                     suspension: fields.suspension.clone(),
                     ..Default::default()
-                },
+                }),
                 fingerprint: object.fingerprint.clone(),
             },
             _ => Plan::Nothing,
