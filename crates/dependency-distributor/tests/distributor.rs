@@ -4,8 +4,9 @@
 //! recorded dependencies, the attached bindings' `requiredBy`, ownership, deletion, events and
 //! metrics. Named after the seed's stories where there is one.
 //!
-//! They need `flotilla-apiserver`, which lands on main separately; until then they are ignored
-//! (`cargo test -p flotilla-dependency-distributor -- --ignored` runs them).
+//! The scheduler service is not started yet (it lands on main separately); once it does, add
+//! `Service::Scheduler` in `support::start` and assert on the attached bindings' `spec.clusters`
+//! as well.
 
 #![allow(clippy::unwrap_used)]
 
@@ -27,7 +28,6 @@ use support::*;
 /// Story 1: a Deployment references a ConfigMap and a Secret that do not exist yet; when they
 /// are created they get attached bindings that require them on the Deployment's clusters.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn story_1_configmap_and_secret_created_after_the_deployment() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -93,7 +93,6 @@ async fn story_1_configmap_and_secret_created_after_the_deployment() {
 
 /// PVCs, ServiceAccounts and imagePullSecrets are dependencies too.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn pvc_service_account_and_image_pull_secret() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -132,7 +131,6 @@ async fn pvc_service_account_and_image_pull_secret() {
 /// Two workloads share a ConfigMap on different clusters: it is required on the union; deleting
 /// one keeps it where the other still runs; deleting both deletes the attached binding.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn shared_configmap_goes_to_the_union_and_stays_where_still_needed() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -167,7 +165,6 @@ async fn shared_configmap_goes_to_the_union_and_stays_where_still_needed() {
 
 /// Rescheduling the workload moves its dependencies.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn rescheduling_the_workload_moves_its_dependencies() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -209,7 +206,6 @@ async fn rescheduling_the_workload_moves_its_dependencies() {
 
 /// A reference removed from the template: the snapshot goes, then the attached binding.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn a_reference_removed_from_the_template_is_cleaned_up() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -266,7 +262,6 @@ async fn a_reference_removed_from_the_template_is_cleaned_up() {
 /// A dependency that a policy of its own claims keeps its binding: the distributor writes
 /// `requiredBy` only and never deletes it.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn a_dependency_with_its_own_policy_keeps_its_binding() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -308,7 +303,6 @@ async fn a_dependency_with_its_own_policy_keeps_its_binding() {
 /// Beyond Karmada: a ClusterResourceBinding (a PersistentVolume whose CSI spec names Secrets)
 /// distributes its namespaced dependencies.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn cluster_resource_binding_owner_pv_with_csi_secrets() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -391,7 +385,6 @@ rules:
 /// Beyond Karmada: a declarative rule makes a CRD kind's references dependencies; invalid rules
 /// keep the last good ones and are reported.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn a_crd_kind_via_a_declarative_rule_and_invalid_rules() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -481,7 +474,6 @@ async fn a_crd_kind_via_a_declarative_rule_and_invalid_rules() {
 
 /// Disagreeing referencing bindings: Abort wins, a condition and an event say so.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn disagreements_are_resolved_and_surfaced() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -546,7 +538,6 @@ async fn disagreements_are_resolved_and_surfaced() {
 
 /// `--feature-gates=PropagateDeps=false`: the distributor is ready and does nothing.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn feature_gate_off_distributes_nothing() {
     let mut env = start(&["--feature-gates", "PropagateDeps=false"]).await;
     let client = env.control_plane_client().await;
@@ -577,7 +568,6 @@ async fn feature_gate_off_distributes_nothing() {
 
 /// kill -9 in the middle, changes while it is down, restart: everything converges.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn kill_and_restart_converges() {
     let mut env = start(&[]).await;
     let client = env.control_plane_client().await;
@@ -669,7 +659,6 @@ async fn kill_and_restart_converges() {
 /// The scheduler's fast path: SyncDependencies reconciles inline and names the attached
 /// bindings.
 #[tokio::test]
-#[ignore = "needs flotilla-apiserver (not on main yet)"]
 async fn sync_dependencies_over_grpc() {
     use flotilla_proto::v1::dependency_distributor_client::DependencyDistributorClient;
     use flotilla_proto::v1::{BindingRef, Outcome, SyncDependenciesRequest};
