@@ -10,8 +10,11 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::binding::BindingKey;
-use crate::controller::Context;
+use crate::controller::{Context, ReconcileError};
 use crate::watch::SyncGate;
+
+/// How often a call redoes a reconcile that met a write conflict.
+const CONFLICT_ATTEMPTS: u32 = 5;
 
 /// The gRPC service name, for readiness.
 pub const SERVICE_NAME: &str = "flotilla.v1.DependencyDistributor";
@@ -74,11 +77,17 @@ impl DependencyDistributor for Service {
             ));
         }
         let span = tracing::info_span!("sync_dependencies", binding = %key);
-        let outcome = ctx
-            .reconcile_binding(&key)
-            .instrument(span)
-            .await
-            .map_err(|error| Status::unavailable(error.to_string()))?;
+        // A conflict means another writer (the detector, the scheduler, this process's own
+        // worker) changed an object between read and write: read again and redo, a few times,
+        // before handing the retry to the caller.
+        let mut attempt = 1;
+        let outcome = loop {
+            match ctx.reconcile_binding(&key).instrument(span.clone()).await {
+                Ok(outcome) => break outcome,
+                Err(ReconcileError::Conflict { .. }) if attempt < CONFLICT_ATTEMPTS => attempt += 1,
+                Err(error) => return Err(Status::unavailable(error.to_string())),
+            }
+        };
         let code = if !outcome.found {
             Outcome::NotFound
         } else if outcome.changed {

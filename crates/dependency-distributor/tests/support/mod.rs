@@ -185,15 +185,22 @@ pub async fn bind_cluster(client: &Client, template: &DynamicObject, on: &[&str]
 }
 
 /// Merge-patches a ResourceBinding's spec (as the scheduler or the detector would).
+/// Retries on 409: the distributor writes the same object (annotations, requiredBy) and the
+/// apiserver may refuse a concurrent unconditional patch.
 pub async fn patch_binding_spec(client: &Client, name: &str, spec: Value) {
-    Api::<ResourceBinding>::namespaced(client.clone(), "default")
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await
-        .unwrap();
+    let api = Api::<ResourceBinding>::namespaced(client.clone(), "default");
+    let patch = json!({"spec": spec});
+    wait_until(&format!("patching default/{name}"), CONVERGE, || async {
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(status)) if status.is_conflict() => None,
+            Err(error) => panic!("cannot patch default/{name}: {error}"),
+        }
+    })
+    .await;
 }
 
 /// Deletes a ResourceBinding in `default`.
