@@ -170,6 +170,11 @@ impl Env {
         format!("http://127.0.0.1:{}", self.ports[&service].grpc)
     }
 
+    /// The gRPC address of `service`, `http://127.0.0.1:<port>`.
+    pub fn grpc_address(&self, service: Service) -> String {
+        self.address(service)
+    }
+
     fn service_command_line(&self, service: Service, log_level: &str) -> Vec<String> {
         let ports = &self.ports[&service];
         let mut args = vec![
