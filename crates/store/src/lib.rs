@@ -240,6 +240,9 @@ pub struct StoreOptions {
     pub window_bytes: usize,
     /// Most transactions written in one group commit.
     pub max_batch: usize,
+    /// redb's page cache. Reads are served from memory, so the file is only read at start-up;
+    /// redb's 1 GiB default would just pin pages in RSS.
+    pub cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -248,6 +251,7 @@ impl Default for StoreOptions {
             window_revisions: 100_000,
             window_bytes: 128 << 20,
             max_batch: 4096,
+            cache_bytes: 32 << 20,
         }
     }
 }

@@ -78,6 +78,7 @@ fn io<E: Into<redb::Error>>(context: &str) -> impl Fn(E) -> StoreError + '_ {
 /// Opens the database and rebuilds the in-memory state (map, revision, window) from it.
 pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, State), StoreError> {
     let db = Database::builder()
+        .set_cache_size(options.cache_bytes)
         .create(path)
         .map_err(|e| StoreError::Storage(format!("opening {}: {e}", path.display())))?;
     {
