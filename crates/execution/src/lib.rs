@@ -16,12 +16,31 @@
 //! [`naming`] (Work names), [`manifest`] (template to manifest, hashes, revisions), [`works`]
 //! (binding to Works, suspension per cluster), [`apply_once`] (the apply decision), [`member`]
 //! (marks, ownership and conflicts, drift comparison) and [`status`] (aggregation).
-//! The I/O around them is in the controller modules.
+//!
+//! The I/O around them: [`dispatch`] (binding controller and status aggregation), [`apply`]
+//! (per-cluster Work workers: member apply, suspension, deletion), [`namespaces`] (namespace
+//! auto-propagation), [`clusters`] (member access, health probe, member watches),
+//! [`watches`] (control-plane watches), [`server`] (gRPC `Dispatch`), [`service`] (the process),
+//! [`queue`], [`kinds`], [`context`] and [`metrics`].
+//!
+//! Contracts with other services are in `docs/architecture.md` ("Objects, names and
+//! bookkeeping") and `docs/execution.md`.
 
+pub mod apply;
 pub mod apply_once;
+pub mod clusters;
+pub mod context;
+pub mod dispatch;
 pub mod error;
+pub mod kinds;
 pub mod manifest;
 pub mod member;
+pub mod metrics;
+pub mod namespaces;
 pub mod naming;
+pub mod queue;
+pub mod server;
+pub mod service;
 pub mod status;
+pub mod watches;
 pub mod works;
