@@ -179,7 +179,19 @@ pub async fn reconcile_work(
             )
             .await;
         }
-        tracing::debug!(cluster = %member.name, work = %name, outcome = "suspended", "Work not dispatched");
+        for manifest in &work.spec.workload.manifests {
+            let object = ObjectIdentity::of(manifest)
+                .map(|i| i.to_string())
+                .unwrap_or_default();
+            let _span = tracing::info_span!(
+                "execution.apply",
+                object = %object,
+                cluster = %member.name,
+                outcome = "suspended",
+            )
+            .entered();
+            tracing::debug!("dispatching suspended; member left alone");
+        }
         return write_work_status(&api, &work, status).await;
     }
     conditions::set(
