@@ -42,6 +42,10 @@ pub const DISPATCHING_MESSAGE: &str = "Work is being dispatched to the member cl
 /// Processes `member`'s Work queue until shutdown: one Work at a time per cluster, failures
 /// retried with per-Work exponential backoff.
 pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
+    // Decisions read the Cluster and binding caches: start from a complete picture.
+    if !ctx.wait_synced().await {
+        return;
+    }
     loop {
         let name = tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
@@ -51,6 +55,7 @@ pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
         let started = Instant::now();
         let result = reconcile_work(&ctx, &member, &name).await;
         metrics().reconciled("work", result.is_ok(), started.elapsed());
+        tracing::debug!(cluster = %member.name, work = %name, ok = result.is_ok(), elapsed = ?started.elapsed(), "Work reconciled");
         match result {
             Ok(()) => member.queue.forget(&name),
             Err(error) => {

@@ -100,6 +100,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Fired on shutdown.
     pub shutdown: CancellationToken,
+    /// `true` once every watch cache has its initial list.
+    synced: tokio::sync::watch::Sender<bool>,
 }
 
 impl Context {
@@ -123,6 +125,22 @@ impl Context {
             kinds: KindCache::default(),
             recorder,
             shutdown,
+            synced: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    /// Marks the caches synced, waking every [`Context::wait_synced`].
+    pub fn set_synced(&self) {
+        self.synced.send_replace(true);
+    }
+
+    /// Waits until the caches are synced; `false` on shutdown. (kube's `Store::wait_until_ready`
+    /// wakes only its last waiter, so one task waits on the stores and wakes everyone here.)
+    pub async fn wait_synced(&self) -> bool {
+        let mut synced = self.synced.subscribe();
+        tokio::select! {
+            _ = self.shutdown.cancelled() => false,
+            result = synced.wait_for(|s| *s) => result.is_ok(),
         }
     }
 

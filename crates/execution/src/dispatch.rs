@@ -137,6 +137,7 @@ pub async fn reconcile_binding(
         Err(_) => "error",
     };
     span.record("outcome", outcome);
+    tracing::debug!(binding = %key, outcome, elapsed = ?started.elapsed(), "binding reconciled");
     if result.is_err() {
         span.record("otel.status_code", "ERROR");
     }
@@ -347,6 +348,7 @@ pub(crate) async fn apply_work(
         },
         "spec": desired.spec,
     });
+    ensure_execution_namespace(ctx, &desired.namespace).await?;
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &desired.namespace);
     api.patch(
         &desired.name,
@@ -359,6 +361,30 @@ pub(crate) async fn apply_work(
         desired.namespace, desired.name
     )))?;
     Ok(())
+}
+
+/// Creates the execution namespace `karmada-es-<cluster>` unless it exists (execution owns the
+/// Works in it, so it creates it on first use, as Karmada's cluster controller does on join).
+async fn ensure_execution_namespace(ctx: &Context, namespace: &str) -> Result<(), ExecutionError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    if ctx
+        .stores
+        .namespaces
+        .get(&kube::runtime::reflector::ObjectRef::new(namespace))
+        .is_some_and(|n| n.metadata.deletion_timestamp.is_none())
+    {
+        return Ok(());
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let object: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}}))
+        .map_err(|e| ExecutionError::NotReady(format!("namespace {namespace}: {e}")))?;
+    match api.create(&kube::api::PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(ExecutionError::control_plane(format!(
+            "create namespace {namespace}"
+        ))(error)),
+    }
 }
 
 pub(crate) async fn delete_work(ctx: &Context, work: &Work) -> Result<(), ExecutionError> {

@@ -122,6 +122,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let readiness = readiness.clone();
         tokio::spawn(async move {
             if watches::wait_synced(&ctx.stores).await {
+                ctx.set_synced();
                 readiness.set("caches", true, "synced");
                 tracing::info!("caches synced");
             }
@@ -142,6 +143,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn run_binding_worker(ctx: Arc<Context>) {
+    if !ctx.wait_synced().await {
+        return;
+    }
     loop {
         let key = tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
@@ -160,6 +164,9 @@ async fn run_binding_worker(ctx: Arc<Context>) {
 }
 
 async fn run_namespace_worker(ctx: Arc<Context>) {
+    if !ctx.wait_synced().await {
+        return;
+    }
     loop {
         let name = tokio::select! {
             _ = ctx.shutdown.cancelled() => return,

@@ -65,7 +65,9 @@ pub fn stores() -> (Stores, Writers) {
     )
 }
 
-/// Waits until every cache has its initial list.
+/// Waits until every cache has its initial list. Call it from one task only: kube's
+/// `Store::wait_until_ready` wakes only the last task that polled it (see
+/// [`Context::wait_synced`](crate::context::Context::wait_synced)).
 pub async fn wait_synced(stores: &Stores) -> bool {
     async fn ready<K>(store: &Store<K>) -> bool
     where

@@ -15,7 +15,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 
 fn with_mode(mut template: Deployment, mode: Option<&str>) -> Deployment {
     if let Some(mode) = mode {
-        template.metadata.annotations = Some([("flotilla.io/apply-once-only".to_owned(), mode.to_owned())].into());
+        template.metadata.annotations =
+            Some([("flotilla.io/apply-once-only".to_owned(), mode.to_owned())].into());
     }
     template
 }
@@ -32,9 +33,11 @@ async fn stories(env: &mut flotilla_e2e::Env, name: &str, annotation: Option<&st
     if mode == "off" {
         wait_image(env, 1, "apps", name, "app:v1").await;
     } else {
-        stays(&format!("{mode}: the member-side patch is kept"), QUIET, || async {
-            image_of(&member_deployment(env, 1, "apps", name).await.unwrap()) == "app:hotfix"
-        })
+        stays(
+            &format!("{mode}: the member-side patch is kept"),
+            QUIET,
+            || async { image_of(&member_deployment(env, 1, "apps", name).await.unwrap()) == "app:hotfix" },
+        )
         .await;
     }
 

@@ -28,7 +28,8 @@ async fn suspend_all_then_resume() {
     .await;
     for cluster in ["member1", "member2"] {
         let work = wait_work(&cp, cluster, "apps", "web-deployment", "is suspended", |w| {
-            w.and_then(|w| work_condition(w, "Dispatching")).is_some_and(|c| c.0 == "False")
+            w.and_then(|w| work_condition(w, "Dispatching"))
+                .is_some_and(|c| c.0 == "False")
         })
         .await
         .unwrap();
@@ -57,7 +58,8 @@ async fn suspend_all_then_resume() {
     wait_image(&env, 1, "apps", "web", "nginx:1").await;
     wait_image(&env, 2, "apps", "web", "nginx:1").await;
     wait_work(&cp, "member1", "apps", "web-deployment", "dispatches", |w| {
-        w.and_then(|w| work_condition(w, "Dispatching")).is_some_and(|c| c.0 == "True")
+        w.and_then(|w| work_condition(w, "Dispatching"))
+            .is_some_and(|c| c.0 == "True")
     })
     .await;
 }
@@ -68,13 +70,25 @@ async fn ordered_rollout_resume_one_by_one_and_rollback_before_resume() {
     let cp = env.control_plane_client().await;
     create_namespace(&cp, "apps", &[]).await;
     let web = create_template(&cp, &deployment("apps", "web", 1, "app:v1")).await;
-    create_binding(&cp, &web, &[("member1", 1), ("member2", 1), ("member3", 1)], |_| {}).await;
+    create_binding(
+        &cp,
+        &web,
+        &[("member1", 1), ("member2", 1), ("member3", 1)],
+        |_| {},
+    )
+    .await;
     for member in 1..=3 {
         wait_image(&env, member, "apps", "web", "app:v1").await;
     }
 
     // Story 2: release v2 to member1 only.
-    update_binding(&cp, "apps", "web-deployment", suspended_on(&["member2", "member3"])).await;
+    update_binding(
+        &cp,
+        "apps",
+        "web-deployment",
+        suspended_on(&["member2", "member3"]),
+    )
+    .await;
     wait_work(&cp, "member3", "apps", "web-deployment", "is suspended", |w| {
         w.is_some_and(|w| w.spec.suspend_dispatching == Some(true))
     })
@@ -102,12 +116,17 @@ async fn ordered_rollout_resume_one_by_one_and_rollback_before_resume() {
     set_template_image(&cp, "apps", "web", "app:v1").await;
     wait_image(&env, 1, "apps", "web", "app:v1").await;
     wait_image(&env, 2, "apps", "web", "app:v1").await;
-    assert_eq!(image_of(&member_deployment(&env, 3, "apps", "web").await.unwrap()), "app:v1");
+    assert_eq!(
+        image_of(&member_deployment(&env, 3, "apps", "web").await.unwrap()),
+        "app:v1"
+    );
     let before = member_deployment(&env, 3, "apps", "web").await.unwrap();
     update_binding(&cp, "apps", "web-deployment", json!({"suspension": null})).await;
     wait_work(&cp, "member3", "apps", "web-deployment", "dispatches", |w| {
-        w.and_then(|w| work_condition(w, "Dispatching")).is_some_and(|c| c.0 == "True")
-            && w.and_then(|w| work_condition(w, "Applied")).is_some_and(|c| c.0 == "True")
+        w.and_then(|w| work_condition(w, "Dispatching"))
+            .is_some_and(|c| c.0 == "True")
+            && w.and_then(|w| work_condition(w, "Applied"))
+                .is_some_and(|c| c.0 == "True")
     })
     .await;
     let after = member_deployment(&env, 3, "apps", "web").await.unwrap();
@@ -126,14 +145,24 @@ async fn deleting_a_suspended_template_removes_its_member_objects() {
     let web = create_template(&cp, &deployment("apps", "web", 1, "nginx:1")).await;
     create_binding(&cp, &web, &[("member1", 1)], |_| {}).await;
     wait_image(&env, 1, "apps", "web", "nginx:1").await;
-    update_binding(&cp, "apps", "web-deployment", json!({"suspension": {"dispatching": true}})).await;
+    update_binding(
+        &cp,
+        "apps",
+        "web-deployment",
+        json!({"suspension": {"dispatching": true}}),
+    )
+    .await;
     wait_work(&cp, "member1", "apps", "web-deployment", "is suspended", |w| {
-        w.and_then(|w| work_condition(w, "Dispatching")).is_some_and(|c| c.0 == "False")
+        w.and_then(|w| work_condition(w, "Dispatching"))
+            .is_some_and(|c| c.0 == "False")
     })
     .await;
     delete_template(&cp, "apps", "web").await;
     wait_gone(&env, 1, "apps", "web").await;
-    wait_work(&cp, "member1", "apps", "web-deployment", "is deleted", |w| w.is_none()).await;
+    wait_work(&cp, "member1", "apps", "web-deployment", "is deleted", |w| {
+        w.is_none()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -142,10 +171,17 @@ async fn divided_scale_down_and_placement_change_leave_a_suspended_cluster_alone
     let cp = env.control_plane_client().await;
     create_namespace(&cp, "apps", &[]).await;
     let web = create_template(&cp, &deployment("apps", "web", 6, "nginx:1")).await;
-    create_binding(&cp, &web, &[("member1", 2), ("member2", 2), ("member3", 2)], |spec| {
-        spec.placement =
-            Some(serde_json::from_value(json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}})).unwrap());
-    })
+    create_binding(
+        &cp,
+        &web,
+        &[("member1", 2), ("member2", 2), ("member3", 2)],
+        |spec| {
+            spec.placement = Some(
+                serde_json::from_value(json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}}))
+                    .unwrap(),
+            );
+        },
+    )
     .await;
     for member in 1..=3 {
         wait_member(&env, member, "apps", "web", "has 2 replicas", |d| {
@@ -155,7 +191,13 @@ async fn divided_scale_down_and_placement_change_leave_a_suspended_cluster_alone
     }
     // member2 suspended; scale down to 3 replicas, and member3 leaves the placement while it
     // is suspended too.
-    update_binding(&cp, "apps", "web-deployment", suspended_on(&["member2", "member3"])).await;
+    update_binding(
+        &cp,
+        "apps",
+        "web-deployment",
+        suspended_on(&["member2", "member3"]),
+    )
+    .await;
     update_binding(
         &cp,
         "apps",
@@ -167,9 +209,14 @@ async fn divided_scale_down_and_placement_change_leave_a_suspended_cluster_alone
         d.and_then(|d| d.spec.as_ref()?.replicas) == Some(2)
     })
     .await;
-    wait_work(&cp, "member2", "apps", "web-deployment", "holds the new share", |w| {
-        w.is_some_and(|w| w.spec.workload.manifests[0]["spec"]["replicas"] == 1)
-    })
+    wait_work(
+        &cp,
+        "member2",
+        "apps",
+        "web-deployment",
+        "holds the new share",
+        |w| w.is_some_and(|w| w.spec.workload.manifests[0]["spec"]["replicas"] == 1),
+    )
     .await;
     stays("suspended clusters keep their objects", QUIET, || async {
         member_deployment(&env, 2, "apps", "web")
@@ -179,7 +226,10 @@ async fn divided_scale_down_and_placement_change_leave_a_suspended_cluster_alone
             && member_deployment(&env, 3, "apps", "web").await.is_some()
     })
     .await;
-    assert!(work(&cp, "member3", "apps", "web-deployment").await.is_some(), "member3's Work is kept while suspended");
+    assert!(
+        work(&cp, "member3", "apps", "web-deployment").await.is_some(),
+        "member3's Work is kept while suspended"
+    );
 
     // Resume: member2 gets its new share, member3's Work and object go.
     update_binding(&cp, "apps", "web-deployment", json!({"suspension": null})).await;
@@ -188,7 +238,10 @@ async fn divided_scale_down_and_placement_change_leave_a_suspended_cluster_alone
     })
     .await;
     wait_gone(&env, 3, "apps", "web").await;
-    wait_work(&cp, "member3", "apps", "web-deployment", "is deleted", |w| w.is_none()).await;
+    wait_work(&cp, "member3", "apps", "web-deployment", "is deleted", |w| {
+        w.is_none()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -201,7 +254,8 @@ async fn suspension_survives_kill_9_of_execution() {
     wait_image(&env, 2, "apps", "web", "app:v1").await;
     update_binding(&cp, "apps", "web-deployment", suspended_on(&["member2"])).await;
     wait_work(&cp, "member2", "apps", "web-deployment", "is suspended", |w| {
-        w.and_then(|w| work_condition(w, "Dispatching")).is_some_and(|c| c.0 == "False")
+        w.and_then(|w| work_condition(w, "Dispatching"))
+            .is_some_and(|c| c.0 == "False")
     })
     .await;
 

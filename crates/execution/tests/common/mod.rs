@@ -121,37 +121,67 @@ pub fn targets(clusters: &[(&str, i32)]) -> Vec<TargetCluster> {
 /// Sets `status.schedulerObservedGeneration` to the binding's generation.
 pub async fn mark_scheduled(cp: &Client, namespace: &str, name: &str) -> ResourceBinding {
     let api: Api<ResourceBinding> = Api::namespaced(cp.clone(), namespace);
-    let binding = api.get(name).await.unwrap();
-    api.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"schedulerObservedGeneration": binding.metadata.generation}})),
-    )
+    retry_conflicts(|| async {
+        let binding = api.get(name).await?;
+        let api = &api;
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"schedulerObservedGeneration": binding.metadata.generation}})),
+        )
+        .await
+    })
     .await
-    .unwrap()
+}
+
+/// Runs `write` until it does not fail with 409 Conflict. flotilla-apiserver answers a patch
+/// without a resourceVersion precondition with 409 when another writer got in between
+/// (kube-apiserver retries such patches itself).
+pub async fn retry_conflicts<T, F, Fut>(mut write: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    for _ in 0..50 {
+        match write().await {
+            Ok(value) => return value,
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("write failed: {e}"),
+        }
+    }
+    panic!("write kept conflicting")
 }
 
 /// Merge-patches the binding's spec (as the detector or scheduler would) and marks it
 /// scheduled again.
 pub async fn update_binding(cp: &Client, namespace: &str, name: &str, spec_patch: Value) -> ResourceBinding {
     let api: Api<ResourceBinding> = Api::namespaced(cp.clone(), namespace);
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": spec_patch})))
-        .await
-        .unwrap();
+    let patch = json!({"spec": spec_patch});
+    retry_conflicts(|| {
+        let (api, patch) = (&api, &patch);
+        async move {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+        }
+    })
+    .await;
     mark_scheduled(cp, namespace, name).await
 }
 
 /// Changes the template's image and refreshes its binding, as the detector would.
 pub async fn set_template_image(cp: &Client, namespace: &str, template: &str, image: &str) {
     let api: Api<Deployment> = Api::namespaced(cp.clone(), namespace);
-    let patched = api
-        .patch(
-            template,
-            &PatchParams::default(),
-            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}})),
-        )
-        .await
-        .unwrap();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}});
+    let patched = retry_conflicts(|| {
+        let (api, patch) = (&api, &patch);
+        async move {
+            api.patch(template, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+        }
+    })
+    .await;
     update_binding(
         cp,
         namespace,
@@ -278,13 +308,15 @@ pub async fn works_in(cp: &Client, cluster: &str) -> Vec<Work> {
 /// Patches the member Deployment's image as someone else would (drift).
 pub async fn patch_member_image(env: &Env, member: usize, namespace: &str, name: &str, image: &str) {
     let api: Api<Deployment> = Api::namespaced(env.member_client(member).await, namespace);
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}})),
-    )
-    .await
-    .unwrap();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}});
+    retry_conflicts(|| {
+        let (api, patch) = (&api, &patch);
+        async move {
+            api.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+        }
+    })
+    .await;
 }
 
 /// Deletes the member Deployment as someone else would.
