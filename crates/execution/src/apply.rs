@@ -1,0 +1,690 @@
+//! The Work controller, one worker per member cluster: applies a Work's manifests to its member
+//! with server-side apply (honouring dispatch suspension, apply-once-only and
+//! conflictResolution), records `Applied`, `Dispatching` and the manifest statuses, and on
+//! deletion removes the member objects (unless `preserveResourcesOnDeletion`) before dropping
+//! the finalizer `karmada.io/execution-controller`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use flotilla_api::Work;
+use flotilla_api::conditions::{self, find};
+use flotilla_api::well_known::{FIELD_MANAGER, TRACE_PARENT_ANNOTATION, conditions as types, reasons};
+use flotilla_api::work::{ManifestStatus, ResourceIdentifier, WorkStatus};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::apply_once::{Decision, SkipReason, decide, effective_mode};
+use crate::clusters::{Member, MemberClient, ensure_watch, member_client, member_error};
+use crate::context::Context;
+use crate::dispatch::{binding_of_work, get_binding};
+use crate::error::{ExecutionError, is_status};
+use crate::manifest::{ObjectIdentity, Revision, manifest_apply_once_override, manifest_conflict_resolution};
+use crate::member::{
+    Ownership, WorkRef, conflict_message, is_conflict, matches, ownership, recorded_revision, with_marks,
+};
+use crate::metrics::metrics;
+use crate::works::{
+    APPLIED_REVISIONS_ANNOTATION, WORK_FINALIZER, format_applied_revisions, parse_applied_revisions,
+};
+
+/// Message of `Applied=True`.
+pub const APPLIED_MESSAGE: &str = "Manifest has been successfully applied";
+/// Message of `Dispatching=True`.
+pub const DISPATCHING_MESSAGE: &str = "Work is being dispatched to the member cluster.";
+
+/// Processes `member`'s Work queue until shutdown: one Work at a time per cluster, failures
+/// retried with per-Work exponential backoff.
+pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
+    // Decisions read the Cluster and binding caches: start from a complete picture.
+    if !ctx.wait_synced().await {
+        return;
+    }
+    loop {
+        let name = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            name = member.queue.next() => name,
+        };
+        let Some(name) = name else { return };
+        let started = Instant::now();
+        let result = reconcile_work(&ctx, &member, &name).await;
+        metrics().reconciled("work", result.is_ok(), started.elapsed());
+        tracing::debug!(cluster = %member.name, work = %name, ok = result.is_ok(), elapsed = ?started.elapsed(), "Work reconciled");
+        match result {
+            Ok(()) => member.queue.forget(&name),
+            Err(error) => {
+                if error.is_unreachable() {
+                    member.probe_now.notify_one();
+                }
+                let delay = member.queue.add_rate_limited(name.clone());
+                tracing::info!(cluster = %member.name, work = %name, %error, retry_in = ?delay, "Work not applied");
+            }
+        }
+        member.queue.done(&name);
+    }
+}
+
+/// What happened to one manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Written to the member.
+    Applied,
+    /// The member already matched.
+    Unchanged,
+    /// Left alone by apply-once-only.
+    Skipped(SkipReason),
+    /// An object flotilla does not own is in the way (Abort).
+    Conflict(String),
+    /// The member cannot be reached.
+    Unreachable(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl Outcome {
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Applied | Outcome::Unchanged => "applied",
+            Outcome::Skipped(_) => "skipped-apply-once",
+            Outcome::Conflict(_) => "conflict",
+            Outcome::Unreachable(_) => "unreachable",
+            Outcome::Failed(_) => "error",
+        }
+    }
+
+    fn from_error(error: ExecutionError) -> Self {
+        match error {
+            ExecutionError::Unreachable { .. } => Outcome::Unreachable(error.to_string()),
+            other => Outcome::Failed(other.to_string()),
+        }
+    }
+}
+
+struct ManifestResult {
+    outcome: Outcome,
+    status: ManifestStatus,
+    applied_revision: Option<String>,
+}
+
+/// Reconciles Work `name` of `member`.
+pub async fn reconcile_work(
+    ctx: &Arc<Context>,
+    member: &Arc<Member>,
+    name: &str,
+) -> Result<(), ExecutionError> {
+    let namespace = member.namespace();
+    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(work) = api
+        .get_opt(name)
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "read Work {namespace}/{name}"
+        )))?
+    else {
+        return Ok(());
+    };
+    if work.metadata.deletion_timestamp.is_some() {
+        return finalize_work(ctx, member, &api, &work).await;
+    }
+    if !work.finalizers().iter().any(|f| f == WORK_FINALIZER) {
+        let mut finalizers = work.finalizers().to_vec();
+        finalizers.push(WORK_FINALIZER.to_owned());
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"resourceVersion": work.resource_version(), "finalizers": finalizers}}),
+            ),
+        )
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "add the finalizer to Work {namespace}/{name}"
+        )))?;
+        // The write re-queues the Work through the watch.
+        return Ok(());
+    }
+    if is_orphan(ctx, &work).await? {
+        tracing::info!(work = %format!("{namespace}/{name}"), "deleting a Work whose binding is gone");
+        api.delete(name, &DeleteParams::background())
+            .await
+            .map_err(ExecutionError::control_plane(format!(
+                "delete orphaned Work {namespace}/{name}"
+            )))?;
+        return Ok(());
+    }
+
+    let suspended = work.spec.suspend_dispatching == Some(true);
+    let mut status = work.status.clone().unwrap_or_default();
+    let was_dispatching = find(&status.conditions, types::DISPATCHING).map(|c| c.status == "True");
+    let generation = work.metadata.generation;
+    let now = Timestamp::now();
+    if suspended {
+        conditions::set(
+            &mut status.conditions,
+            types::DISPATCHING,
+            false,
+            reasons::SUSPEND_DISPATCHING,
+            reasons::SUSPEND_DISPATCHING_MESSAGE,
+            generation,
+            now,
+        );
+        if was_dispatching != Some(false) {
+            ctx.event(
+                &work.object_ref(&()),
+                EventType::Normal,
+                "DispatchSuspended",
+                "Dispatch",
+                format!("dispatching to cluster {} is suspended", member.name),
+            )
+            .await;
+        }
+        for manifest in &work.spec.workload.manifests {
+            let object = ObjectIdentity::of(manifest)
+                .map(|i| i.to_string())
+                .unwrap_or_default();
+            let _span = tracing::info_span!(
+                "execution.apply",
+                object = %object,
+                cluster = %member.name,
+                outcome = "suspended",
+            )
+            .entered();
+            tracing::debug!("dispatching suspended; member left alone");
+        }
+        return write_work_status(&api, &work, status).await;
+    }
+    conditions::set(
+        &mut status.conditions,
+        types::DISPATCHING,
+        true,
+        reasons::DISPATCHING,
+        DISPATCHING_MESSAGE,
+        generation,
+        now,
+    );
+    if was_dispatching == Some(false) {
+        ctx.event(
+            &work.object_ref(&()),
+            EventType::Normal,
+            "DispatchResumed",
+            "Dispatch",
+            format!("dispatching to cluster {} resumed", member.name),
+        )
+        .await;
+    }
+
+    let client = match member_client(ctx, member).await {
+        Ok(client) => client,
+        Err(error) => {
+            conditions::set(
+                &mut status.conditions,
+                types::APPLIED,
+                false,
+                reasons::APPLY_FAILED,
+                error.to_string(),
+                generation,
+                now,
+            );
+            write_work_status(&api, &work, status).await?;
+            return Err(error);
+        }
+    };
+    let recorded = work
+        .annotations()
+        .get(APPLIED_REVISIONS_ANNOTATION)
+        .map(|text| parse_applied_revisions(text))
+        .unwrap_or_default();
+    let mut results = Vec::new();
+    for (ordinal, manifest) in work.spec.workload.manifests.iter().enumerate() {
+        results.push(
+            apply_manifest(
+                ctx,
+                member,
+                &client,
+                &work,
+                ordinal,
+                manifest,
+                recorded.get(&ordinal),
+            )
+            .await,
+        );
+    }
+
+    let applied_revisions: BTreeMap<usize, String> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(ordinal, r)| r.applied_revision.clone().map(|rev| (ordinal, rev)))
+        .collect();
+    let (applied, reason, message) = applied_condition(&results);
+    conditions::set(
+        &mut status.conditions,
+        types::APPLIED,
+        applied,
+        reason,
+        message,
+        generation,
+        now,
+    );
+    status.manifest_statuses = results.iter().map(|r| r.status.clone()).collect();
+    if applied_revisions != recorded {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                APPLIED_REVISIONS_ANNOTATION: format_applied_revisions(&applied_revisions),
+            }}})),
+        )
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "record applied revisions on Work {namespace}/{name}"
+        )))?;
+        // The status write below needs the new resourceVersion.
+        let fresh = api
+            .get(name)
+            .await
+            .map_err(ExecutionError::control_plane(format!(
+                "read Work {namespace}/{name}"
+            )))?;
+        write_work_status(&api, &fresh, status).await?;
+    } else {
+        write_work_status(&api, &work, status).await?;
+    }
+    match results
+        .into_iter()
+        .map(|r| r.outcome)
+        .find(|o| matches!(o, Outcome::Unreachable(_) | Outcome::Failed(_)))
+    {
+        Some(Outcome::Unreachable(message)) => Err(ExecutionError::Unreachable {
+            cluster: member.name.clone(),
+            message,
+        }),
+        Some(Outcome::Failed(message)) => Err(ExecutionError::NotReady(message)),
+        _ => Ok(()),
+    }
+}
+
+/// `Applied` from the manifests' outcomes: unreachable wins, then conflicts, then failures.
+fn applied_condition(results: &[ManifestResult]) -> (bool, &'static str, String) {
+    let messages = |pick: fn(&Outcome) -> Option<&String>| -> Vec<String> {
+        results.iter().filter_map(|r| pick(&r.outcome).cloned()).collect()
+    };
+    let unreachable = messages(|o| match o {
+        Outcome::Unreachable(m) => Some(m),
+        _ => None,
+    });
+    if !unreachable.is_empty() {
+        return (false, reasons::CLUSTER_UNREACHABLE, unreachable.join("; "));
+    }
+    let conflicts = messages(|o| match o {
+        Outcome::Conflict(m) => Some(m),
+        _ => None,
+    });
+    if !conflicts.is_empty() {
+        return (false, reasons::CONFLICT, conflicts.join("; "));
+    }
+    let failures = messages(|o| match o {
+        Outcome::Failed(m) => Some(m),
+        _ => None,
+    });
+    if !failures.is_empty() {
+        return (false, reasons::APPLY_FAILED, failures.join("; "));
+    }
+    (true, reasons::APPLY_SUCCESSFUL, APPLIED_MESSAGE.to_owned())
+}
+
+/// Whether the Work's binding is gone (or was re-created with another uid).
+async fn is_orphan(ctx: &Context, work: &Work) -> Result<bool, ExecutionError> {
+    let Some(key) = binding_of_work(work) else {
+        return Ok(false);
+    };
+    let labels = work.labels();
+    let uid = labels
+        .get(flotilla_api::well_known::RESOURCE_BINDING_PERMANENT_ID_LABEL)
+        .or_else(|| labels.get(flotilla_api::well_known::CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL));
+    let cached_uid = match key.kind {
+        crate::works::BindingKind::ResourceBinding => ctx
+            .stores
+            .bindings
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+            .and_then(|b| b.metadata.uid.clone()),
+        crate::works::BindingKind::ClusterResourceBinding => ctx
+            .stores
+            .cluster_bindings
+            .get(&ObjectRef::new(&key.name))
+            .and_then(|b| b.metadata.uid.clone()),
+    };
+    if cached_uid.is_some() && cached_uid.as_ref() == uid {
+        return Ok(false);
+    }
+    // The cache may lag behind a new binding: ask the API before deleting anything.
+    match get_binding(ctx, &key).await? {
+        None => Ok(true),
+        Some(binding) => Ok(uid.is_some() && binding.metadata.uid.as_ref() != uid),
+    }
+}
+
+async fn write_work_status(api: &Api<Work>, work: &Work, status: WorkStatus) -> Result<(), ExecutionError> {
+    if work.status.as_ref() == Some(&status) || (work.status.is_none() && status == WorkStatus::default()) {
+        return Ok(());
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": work.resource_version()},
+        "status": {"conditions": status.conditions, "manifestStatuses": status.manifest_statuses},
+    });
+    api.patch_status(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "write the status of Work {}/{}",
+            work.namespace().unwrap_or_default(),
+            work.name_any()
+        )))?;
+    Ok(())
+}
+
+fn identifier(ordinal: usize, identity: Option<&ObjectIdentity>, resource: &str) -> ResourceIdentifier {
+    let Some(identity) = identity else {
+        return ResourceIdentifier {
+            ordinal: i64::try_from(ordinal).unwrap_or(i64::MAX),
+            ..Default::default()
+        };
+    };
+    let (group, version) = identity.group_version();
+    ResourceIdentifier {
+        ordinal: i64::try_from(ordinal).unwrap_or(i64::MAX),
+        group: group.to_owned(),
+        version: version.to_owned(),
+        kind: identity.kind.clone(),
+        resource: resource.to_owned(),
+        namespace: identity.namespace.clone(),
+        name: identity.name.clone(),
+    }
+}
+
+/// Applies one manifest inside an `execution.apply` span.
+async fn apply_manifest(
+    ctx: &Arc<Context>,
+    member: &Arc<Member>,
+    client: &MemberClient,
+    work: &Work,
+    ordinal: usize,
+    manifest: &Value,
+    recorded: Option<&String>,
+) -> ManifestResult {
+    let identity = ObjectIdentity::of(manifest).ok();
+    let object = identity
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| format!("manifest {ordinal}"));
+    let span = tracing::info_span!(
+        "execution.apply",
+        object = %object,
+        cluster = %member.name,
+        outcome = tracing::field::Empty,
+    );
+    if let Some(traceparent) = work.annotations().get(TRACE_PARENT_ANNOTATION) {
+        flotilla_telemetry::propagation::link_to_traceparent(&span, traceparent);
+    }
+    let started = Instant::now();
+    let result = apply_manifest_inner(
+        ctx,
+        member,
+        client,
+        work,
+        ordinal,
+        manifest,
+        recorded,
+        identity.as_ref(),
+    )
+    .instrument(span.clone())
+    .await;
+    let label = result.outcome.label();
+    span.record("outcome", label);
+    metrics().observe_apply(&member.name, label, started.elapsed());
+    match &result.outcome {
+        Outcome::Unreachable(_) => metrics().apply_error(&member.name, "unreachable"),
+        Outcome::Conflict(_) => metrics().apply_error(&member.name, "conflict"),
+        Outcome::Failed(_) => metrics().apply_error(&member.name, "error"),
+        _ => {}
+    }
+    tracing::debug!(parent: &span, outcome = label, "manifest processed");
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn apply_manifest_inner(
+    ctx: &Arc<Context>,
+    member: &Arc<Member>,
+    client: &MemberClient,
+    work: &Work,
+    ordinal: usize,
+    manifest: &Value,
+    recorded_on_work: Option<&String>,
+    identity: Option<&ObjectIdentity>,
+) -> ManifestResult {
+    let failed = |outcome: Outcome, resource: &str| ManifestResult {
+        outcome,
+        status: ManifestStatus {
+            identifier: identifier(ordinal, identity, resource),
+            status: None,
+            health: None,
+        },
+        applied_revision: recorded_on_work.cloned(),
+    };
+    let Some(identity) = identity else {
+        let error = ObjectIdentity::of(manifest)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        return failed(Outcome::Failed(format!("manifest {ordinal}: {error}")), "");
+    };
+    let kind = match client
+        .kinds
+        .resolve(&client.api, &identity.api_version, &identity.kind)
+        .await
+    {
+        Ok(kind) => kind,
+        Err(error) => {
+            let error = member_error(
+                &member.name,
+                format!("discover {} {}", identity.api_version, identity.kind),
+                error,
+            );
+            return failed(Outcome::from_error(error), "");
+        }
+    };
+    let resource = kind.resource.plural.clone();
+    ensure_watch(ctx, member, client, &kind);
+    let api = kind.api(&client.api, &identity.namespace);
+    let live = match api.get_opt(&identity.name).await {
+        Ok(live) => live.and_then(|o| serde_json::to_value(o).ok()),
+        Err(error) => {
+            return failed(
+                Outcome::from_error(member_error(&member.name, format!("read {identity}"), error)),
+                &resource,
+            );
+        }
+    };
+    let work_namespace = work.namespace().unwrap_or_default();
+    let work_name = work.name_any();
+    let work_uid = work.uid().unwrap_or_default();
+    let work_ref = WorkRef {
+        namespace: &work_namespace,
+        name: &work_name,
+        uid: &work_uid,
+    };
+    let owner = ownership(live.as_ref(), &work_ref);
+    let revision = Revision::of(work.metadata.generation.unwrap_or(0), manifest);
+    let desired_revision = revision.to_string();
+    let recorded = match (&owner, &live) {
+        (Ownership::Ours, Some(live)) => recorded_revision(live).map(str::to_owned),
+        (Ownership::Absent, _) => recorded_on_work.cloned(),
+        _ => None,
+    };
+    let (mode, invalid) = effective_mode(
+        ctx.settings.apply_once_only,
+        manifest_apply_once_override(manifest),
+    );
+    if let Some(invalid) = invalid {
+        ctx.event(
+            &work.object_ref(&()),
+            EventType::Warning,
+            "InvalidApplyOnceOnly",
+            "Apply",
+            format!("{identity}: {invalid}; using --apply-once-only={mode}"),
+        )
+        .await;
+    }
+    let status_of = |object: Option<&Value>| ManifestStatus {
+        identifier: identifier(ordinal, Some(identity), &resource),
+        status: object.and_then(flotilla_interpreter::reflect_status),
+        health: object.map(|o| flotilla_interpreter::health(o).into()),
+    };
+    match decide(
+        mode,
+        recorded.as_deref(),
+        &desired_revision,
+        live.is_some(),
+        false,
+    ) {
+        Decision::Skip(reason) => {
+            return ManifestResult {
+                outcome: Outcome::Skipped(reason),
+                status: status_of(live.as_ref()),
+                applied_revision: recorded,
+            };
+        }
+        Decision::Apply => {}
+    }
+    let resolution = manifest_conflict_resolution(manifest);
+    if is_conflict(&owner, &resolution) {
+        let message = conflict_message(&owner, &identity.to_string());
+        ctx.event(
+            &work.object_ref(&()),
+            EventType::Warning,
+            reasons::CONFLICT,
+            "Apply",
+            message.clone(),
+        )
+        .await;
+        return ManifestResult {
+            outcome: Outcome::Conflict(message),
+            status: status_of(None),
+            applied_revision: recorded_on_work.cloned(),
+        };
+    }
+    let body = with_marks(manifest, &work_ref, &revision);
+    if owner == Ownership::Ours
+        && let Some(live) = &live
+        && matches(&body, live)
+    {
+        return ManifestResult {
+            outcome: Outcome::Unchanged,
+            status: status_of(Some(live)),
+            applied_revision: Some(desired_revision),
+        };
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api.patch(&identity.name, &params, &Patch::Apply(&body)).await {
+        Ok(applied) => {
+            let applied = serde_json::to_value(applied).ok();
+            ManifestResult {
+                outcome: Outcome::Applied,
+                status: status_of(applied.as_ref()),
+                applied_revision: Some(desired_revision),
+            }
+        }
+        Err(error) => {
+            if is_status(&error, 404) {
+                // The kind may have been removed and re-added (a CRD); look it up again.
+                client.kinds.forget(&identity.api_version, &identity.kind);
+            }
+            failed(
+                Outcome::from_error(member_error(&member.name, format!("apply {identity}"), error)),
+                &resource,
+            )
+        }
+    }
+}
+
+/// A deleted Work: remove its member objects (unless `preserveResourcesOnDeletion`, or the
+/// cluster is no longer registered), then drop the finalizer. Only objects this Work owns are
+/// deleted; an object left alone by a conflict stays.
+async fn finalize_work(
+    ctx: &Arc<Context>,
+    member: &Arc<Member>,
+    api: &Api<Work>,
+    work: &Work,
+) -> Result<(), ExecutionError> {
+    if !work.finalizers().iter().any(|f| f == WORK_FINALIZER) {
+        return Ok(());
+    }
+    let name = work.name_any();
+    let namespace = member.namespace();
+    let registered = ctx.stores.clusters.get(&ObjectRef::new(&member.name)).is_some();
+    let preserve = work.spec.preserve_resources_on_deletion == Some(true);
+    if registered && !preserve {
+        let client = member_client(ctx, member).await?;
+        let uid = work.uid().unwrap_or_default();
+        let work_ref = WorkRef {
+            namespace: &namespace,
+            name: &name,
+            uid: &uid,
+        };
+        for manifest in &work.spec.workload.manifests {
+            let Ok(identity) = ObjectIdentity::of(manifest) else {
+                continue;
+            };
+            let kind = match client
+                .kinds
+                .resolve(&client.api, &identity.api_version, &identity.kind)
+                .await
+            {
+                Ok(kind) => kind,
+                Err(error) if is_status(&error, 404) => continue,
+                Err(error) => return Err(member_error(&member.name, format!("discover {identity}"), error)),
+            };
+            let object_api = kind.api(&client.api, &identity.namespace);
+            let live = object_api
+                .get_opt(&identity.name)
+                .await
+                .map_err(|e| member_error(&member.name, format!("read {identity}"), e))?
+                .and_then(|o| serde_json::to_value(o).ok());
+            if ownership(live.as_ref(), &work_ref) != Ownership::Ours {
+                continue;
+            }
+            match object_api
+                .delete(&identity.name, &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if is_status(&error, 404) => {}
+                Err(error) => return Err(member_error(&member.name, format!("delete {identity}"), error)),
+            }
+            tracing::info!(cluster = %member.name, object = %identity, "deleted member object");
+        }
+    }
+    let finalizers: Vec<String> = work
+        .finalizers()
+        .iter()
+        .filter(|f| *f != WORK_FINALIZER)
+        .cloned()
+        .collect();
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"resourceVersion": work.resource_version(), "finalizers": finalizers}}),
+        ),
+    )
+    .await
+    .map_err(ExecutionError::control_plane(format!(
+        "remove the finalizer of Work {namespace}/{name}"
+    )))?;
+    Ok(())
+}

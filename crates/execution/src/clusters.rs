@@ -1,0 +1,443 @@
+//! Member clusters: access built from `Cluster` objects and their credentials Secrets, one
+//! Work queue and worker per cluster (an unreachable member never blocks another), the health
+//! probe that writes each Cluster's `Ready` condition and version, and the watches on the
+//! member objects execution manages.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use flotilla_api::Cluster;
+use flotilla_api::cluster::{SECRET_CA_DATA_KEY, SECRET_TOKEN_KEY};
+use flotilla_api::conditions;
+use flotilla_api::well_known::{
+    MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, conditions as condition_types,
+    execution_namespace,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::context::Context;
+use crate::error::{ExecutionError, is_connection_error};
+use crate::kinds::{Kind, KindCache};
+use crate::queue::Queue;
+
+/// Reason of `Ready=True`.
+pub const CLUSTER_READY: &str = "ClusterReady";
+/// Reason of `Ready=False` when the member does not answer.
+pub const CLUSTER_NOT_REACHABLE: &str = "ClusterNotReachable";
+/// Reason of `Ready=False` when the Cluster's access is misconfigured.
+pub const CLUSTER_ACCESS_INVALID: &str = "ClusterAccessInvalid";
+
+/// How execution reaches one member.
+pub struct MemberClient {
+    /// For requests: short timeouts, so an unreachable member fails fast.
+    pub api: Client,
+    /// For watches: long-lived requests.
+    pub watch: Client,
+    /// Kinds the member serves.
+    pub kinds: KindCache,
+}
+
+/// What a member's access is built from (the Cluster spec); a change means a new client. A
+/// rotated Secret is picked up when the member answers 401/403 (see [`Member::invalidate`]).
+type AccessKey = String;
+
+/// One member cluster's runtime state.
+pub struct Member {
+    /// The cluster name.
+    pub name: String,
+    /// Names of the Works in `karmada-es-<name>` to reconcile.
+    pub queue: Queue<String>,
+    /// Wakes the health probe early (a worker saw the member fail).
+    pub probe_now: Notify,
+    client: Mutex<Option<(AccessKey, Arc<MemberClient>)>>,
+    watches: Mutex<HashMap<(String, String), JoinHandle<()>>>,
+}
+
+impl Member {
+    fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            queue: Queue::new(Duration::from_millis(200), Duration::from_secs(30)),
+            probe_now: Notify::new(),
+            client: Mutex::new(None),
+            watches: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The execution namespace of this member.
+    pub fn namespace(&self) -> String {
+        execution_namespace(&self.name)
+    }
+
+    fn cached(&self) -> MutexGuard<'_, Option<(AccessKey, Arc<MemberClient>)>> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watches(&self) -> MutexGuard<'_, HashMap<(String, String), JoinHandle<()>>> {
+        self.watches.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops the cached client (credentials may have changed) and its watches.
+    pub fn invalidate(&self) {
+        *self.cached() = None;
+        for (_, watch) in self.watches().drain() {
+            watch.abort();
+        }
+    }
+}
+
+/// Every member cluster execution knows of (from Cluster objects and execution namespaces).
+#[derive(Default)]
+pub struct Members {
+    members: Mutex<HashMap<String, Arc<Member>>>,
+}
+
+impl Members {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Member>>> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The member `name`, if known.
+    pub fn get(&self, name: &str) -> Option<Arc<Member>> {
+        self.lock().get(name).cloned()
+    }
+
+    /// Every known member.
+    pub fn all(&self) -> Vec<Arc<Member>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// The member `name`, starting its worker and health probe on first sight.
+    pub fn ensure(ctx: &Arc<Context>, name: &str) -> Arc<Member> {
+        let (member, created) = {
+            let mut members = ctx.members.lock();
+            match members.get(name) {
+                Some(member) => (member.clone(), false),
+                None => {
+                    let member = Arc::new(Member::new(name));
+                    members.insert(name.to_owned(), member.clone());
+                    (member, true)
+                }
+            }
+        };
+        if created {
+            tokio::spawn(crate::apply::run_worker(ctx.clone(), member.clone()));
+            tokio::spawn(run_probe(ctx.clone(), member.clone()));
+        }
+        member
+    }
+}
+
+/// The kubeconfig for a member reached at `endpoint` with `token`, trusting `ca_pem` (or
+/// nothing but the system roots), optionally without TLS verification.
+pub fn member_kubeconfig(
+    endpoint: &str,
+    token: &str,
+    ca_pem: Option<&[u8]>,
+    insecure: bool,
+) -> Result<Kubeconfig, serde_json::Error> {
+    let mut cluster = json!({"server": endpoint});
+    if insecure {
+        cluster["insecure-skip-tls-verify"] = json!(true);
+    }
+    if let Some(ca) = ca_pem {
+        cluster["certificate-authority-data"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "member", "cluster": cluster}],
+        "users": [{"name": "member", "user": {"token": token}}],
+        "contexts": [{"name": "member", "context": {"cluster": "member", "user": "member"}}],
+        "current-context": "member",
+    }))
+}
+
+/// The client of `member`, built from its Cluster object and credentials Secret (cached until
+/// either changes).
+pub async fn member_client(ctx: &Context, member: &Member) -> Result<Arc<MemberClient>, ExecutionError> {
+    let access_error = |problem: String| ExecutionError::Access {
+        cluster: member.name.clone(),
+        problem,
+    };
+    let Some(cluster) = ctx.stores.clusters.get(&ObjectRef::new(&member.name)) else {
+        return Err(access_error(format!(
+            "no Cluster object named {:?}; register it with `flotilla join`",
+            member.name
+        )));
+    };
+    let spec_key = serde_json::to_string(&cluster.spec).unwrap_or_default();
+    if let Some((key, client)) = member.cached().as_ref()
+        && *key == spec_key
+    {
+        return Ok(client.clone());
+    }
+    let endpoint = cluster
+        .spec
+        .api_endpoint
+        .clone()
+        .filter(|e| !e.is_empty())
+        .ok_or_else(|| {
+            access_error("spec.apiEndpoint is not set; set it to the member's API server URL".into())
+        })?;
+    let secret_ref = cluster.spec.secret_ref.clone().ok_or_else(|| {
+        access_error("spec.secretRef is not set; point it at the credentials Secret".into())
+    })?;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret_ref.namespace);
+    let secret = secrets
+        .get_opt(&secret_ref.name)
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "read Secret {}/{}",
+            secret_ref.namespace, secret_ref.name
+        )))?
+        .ok_or_else(|| {
+            access_error(format!(
+                "spec.secretRef names Secret {}/{}, which does not exist",
+                secret_ref.namespace, secret_ref.name
+            ))
+        })?;
+    let data = secret.data.clone().unwrap_or_default();
+    let token = data
+        .get(SECRET_TOKEN_KEY)
+        .map(|t| String::from_utf8_lossy(&t.0).trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            access_error(format!(
+                "Secret {}/{} has no {SECRET_TOKEN_KEY:?} key",
+                secret_ref.namespace, secret_ref.name
+            ))
+        })?;
+    let ca = data.get(SECRET_CA_DATA_KEY).map(|c| c.0.clone());
+    let kubeconfig = member_kubeconfig(
+        &endpoint,
+        &token,
+        ca.as_deref(),
+        cluster.spec.insecure_skip_tls_verification,
+    )
+    .map_err(|e| access_error(format!("cannot build a kubeconfig: {e}")))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| access_error(format!("invalid access: {e}")))?;
+    let mut api_config = config.clone();
+    api_config.connect_timeout = Some(Duration::from_secs(3));
+    api_config.read_timeout = Some(ctx.settings.member_timeout);
+    api_config.write_timeout = Some(ctx.settings.member_timeout);
+    let api =
+        Client::try_from(api_config).map_err(|e| access_error(format!("cannot build a client: {e}")))?;
+    let watch = Client::try_from(config).map_err(|e| access_error(format!("cannot build a client: {e}")))?;
+    let client = Arc::new(MemberClient {
+        api,
+        watch,
+        kinds: KindCache::default(),
+    });
+    member.invalidate();
+    *member.cached() = Some((spec_key, client.clone()));
+    Ok(client)
+}
+
+/// Maps a member request error: connection failures are [`ExecutionError::Unreachable`].
+pub fn member_error(cluster: &str, action: impl Into<String>, error: kube::Error) -> ExecutionError {
+    if is_connection_error(&error) {
+        ExecutionError::Unreachable {
+            cluster: cluster.to_owned(),
+            message: error.to_string(),
+        }
+    } else {
+        ExecutionError::Member {
+            cluster: cluster.to_owned(),
+            action: action.into(),
+            source: error,
+        }
+    }
+}
+
+/// Makes sure the member objects of `kind` carrying `karmada.io/managed=true` are watched in
+/// `member`, so a drifted or deleted object re-queues its Work at once.
+pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberClient, kind: &Kind) {
+    let key = (kind.resource.api_version.clone(), kind.resource.kind.clone());
+    let mut watches = member.watches();
+    if watches.get(&key).is_some_and(|w| !w.is_finished()) {
+        return;
+    }
+    let api = kind.api_all(&client.watch);
+    let queue = member.queue.clone();
+    let namespace = member.namespace();
+    let shutdown = ctx.shutdown.clone();
+    let cluster = member.name.clone();
+    let kind_name = kind.resource.kind.clone();
+    let handle = tokio::spawn(async move {
+        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+        let mut events = watcher(api, config).default_backoff().boxed();
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                event = events.next() => event,
+            };
+            let Some(event) = event else { return };
+            match event {
+                Ok(
+                    watcher::Event::Apply(object)
+                    | watcher::Event::Delete(object)
+                    | watcher::Event::InitApply(object),
+                ) => {
+                    let annotations = object.annotations();
+                    if annotations.get(WORK_NAMESPACE_ANNOTATION) == Some(&namespace)
+                        && let Some(work) = annotations.get(WORK_NAME_ANNOTATION)
+                    {
+                        queue.add(work.clone());
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(%cluster, kind = %kind_name, %error, "member watch failed; retrying");
+                }
+            }
+        }
+    });
+    watches.insert(key, handle);
+}
+
+/// Probes `member` every probe period (or when a worker saw it fail) and writes the Cluster's
+/// `Ready` condition and `kubernetesVersion`. When the member becomes ready again, every Work of
+/// the cluster is queued so it catches up at once.
+pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
+    let mut was_ready: Option<bool> = None;
+    loop {
+        let ready = probe_once(&ctx, &member).await;
+        if ready == Some(true) && was_ready != Some(true) {
+            enqueue_cluster_works(&ctx, &member);
+        }
+        if ready.is_some() {
+            was_ready = ready;
+        }
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(ctx.settings.probe_period) => {}
+            _ = member.probe_now.notified() => {}
+        }
+    }
+}
+
+/// Queues every Work in the member's execution namespace.
+pub fn enqueue_cluster_works(ctx: &Context, member: &Member) {
+    let namespace = member.namespace();
+    for work in ctx
+        .stores
+        .works
+        .state()
+        .iter()
+        .filter(|w| w.namespace().as_deref() == Some(namespace.as_str()))
+    {
+        member.queue.add(work.name_any());
+    }
+}
+
+/// One probe; `None` when there is no Cluster object (nothing to write).
+async fn probe_once(ctx: &Context, member: &Member) -> Option<bool> {
+    let cluster = ctx.stores.clusters.get(&ObjectRef::new(&member.name))?;
+    let started = Instant::now();
+    let (ready, reason, message, version) = match member_client(ctx, member).await {
+        Err(error) => (false, CLUSTER_ACCESS_INVALID, error.to_string(), None),
+        Ok(client) => match client.api.apiserver_version().await {
+            Ok(info) => (
+                true,
+                CLUSTER_READY,
+                "cluster is healthy and ready to accept workloads".to_owned(),
+                Some(info.git_version),
+            ),
+            Err(error) => {
+                if matches!(&error, kube::Error::Api(status) if status.code == 401 || status.code == 403) {
+                    member.invalidate();
+                }
+                (
+                    false,
+                    CLUSTER_NOT_REACHABLE,
+                    format!("cluster {} is not reachable: {error}", member.name),
+                    None,
+                )
+            }
+        },
+    };
+    tracing::trace!(cluster = %member.name, ready, elapsed = ?started.elapsed(), "probed member");
+    if let Err(error) = write_cluster_status(ctx, &cluster, ready, reason, &message, version).await {
+        tracing::debug!(cluster = %member.name, %error, "cannot write Cluster status");
+    }
+    Some(ready)
+}
+
+async fn write_cluster_status(
+    ctx: &Context,
+    cluster: &Cluster,
+    ready: bool,
+    reason: &str,
+    message: &str,
+    version: Option<String>,
+) -> Result<(), kube::Error> {
+    let mut status = cluster.status.clone().unwrap_or_default();
+    let mut changed = conditions::set(
+        &mut status.conditions,
+        condition_types::READY,
+        ready,
+        reason,
+        message,
+        None,
+        Timestamp::now(),
+    );
+    if let Some(version) = version
+        && status.kubernetes_version.as_deref() != Some(version.as_str())
+    {
+        status.kubernetes_version = Some(version);
+        changed = true;
+    }
+    if !changed {
+        return Ok(());
+    }
+    let api: Api<Cluster> = Api::all(ctx.client.clone());
+    let patch = json!({
+        "metadata": {"resourceVersion": cluster.resource_version()},
+        "status": status,
+    });
+    api.patch_status(
+        &cluster.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_from_cluster_access() {
+        let config = member_kubeconfig("https://127.0.0.1:6443", "s3cret", Some(b"PEM"), false).unwrap();
+        assert_eq!(config.current_context.as_deref(), Some("member"));
+        let cluster = config.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
+        assert_eq!(cluster.certificate_authority_data.as_deref(), Some("UEVN"));
+        assert_eq!(cluster.insecure_skip_tls_verify, None);
+        let user = config.auth_infos[0].auth_info.as_ref().unwrap();
+        assert!(user.token.is_some());
+
+        let insecure = member_kubeconfig("https://m:1", "t", None, true).unwrap();
+        let cluster = insecure.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.insecure_skip_tls_verify, Some(true));
+        assert_eq!(cluster.certificate_authority_data, None);
+    }
+}

@@ -1,0 +1,194 @@
+//! The state every controller of the service shares: the control-plane client, the watch
+//! caches, the queues, the member clusters and the settings.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::apply_once::Mode;
+use crate::clusters::Members;
+use crate::kinds::KindCache;
+use crate::queue::Queue;
+use crate::works::BindingKind;
+
+/// Tunables of the service.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The global `--apply-once-only` mode.
+    pub apply_once_only: Mode,
+    /// How often every binding, Work and namespace is reconciled again even without events.
+    pub resync_period: Duration,
+    /// How often member clusters are probed for health.
+    pub probe_period: Duration,
+    /// Deadline of one request to a member cluster.
+    pub member_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            apply_once_only: Mode::Off,
+            resync_period: Duration::from_secs(300),
+            probe_period: Duration::from_secs(10),
+            member_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Identifies a binding.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BindingKey {
+    /// ResourceBinding or ClusterResourceBinding.
+    pub kind: BindingKind,
+    /// Namespace; empty for a ClusterResourceBinding.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for BindingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            BindingKind::ResourceBinding => write!(f, "ResourceBinding {}/{}", self.namespace, self.name),
+            BindingKind::ClusterResourceBinding => write!(f, "ClusterResourceBinding {}", self.name),
+        }
+    }
+}
+
+/// The watch caches of the control plane.
+#[derive(Clone)]
+pub struct Stores {
+    /// ResourceBindings.
+    pub bindings: Store<ResourceBinding>,
+    /// ClusterResourceBindings.
+    pub cluster_bindings: Store<ClusterResourceBinding>,
+    /// Works.
+    pub works: Store<Work>,
+    /// Clusters.
+    pub clusters: Store<Cluster>,
+    /// Namespaces.
+    pub namespaces: Store<Namespace>,
+}
+
+/// Everything the controllers share.
+pub struct Context {
+    /// The control-plane client.
+    pub client: Client,
+    /// Tunables.
+    pub settings: Settings,
+    /// Watch caches.
+    pub stores: Stores,
+    /// Bindings to reconcile.
+    pub binding_queue: Queue<BindingKey>,
+    /// Control-plane namespaces to propagate.
+    pub namespace_queue: Queue<String>,
+    /// Member clusters: their clients, Work queues and watches.
+    pub members: Members,
+    /// Serialises reconciles of one binding between the queue and gRPC calls.
+    pub binding_locks: KeyedLocks<BindingKey>,
+    /// Kinds served by the control plane.
+    pub kinds: KindCache,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Fired on shutdown.
+    pub shutdown: CancellationToken,
+    /// `true` once every watch cache has its initial list.
+    synced: tokio::sync::watch::Sender<bool>,
+}
+
+impl Context {
+    /// A context over `client` and `stores`.
+    pub fn new(client: Client, settings: Settings, stores: Stores, shutdown: CancellationToken) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "flotilla-execution".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Self {
+            client,
+            settings,
+            stores,
+            binding_queue: Queue::new(Duration::from_millis(100), Duration::from_secs(30)),
+            namespace_queue: Queue::new(Duration::from_millis(100), Duration::from_secs(30)),
+            members: Members::default(),
+            binding_locks: KeyedLocks::default(),
+            kinds: KindCache::default(),
+            recorder,
+            shutdown,
+            synced: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    /// Marks the caches synced, waking every [`Context::wait_synced`].
+    pub fn set_synced(&self) {
+        self.synced.send_replace(true);
+    }
+
+    /// Waits until the caches are synced; `false` on shutdown. (kube's `Store::wait_until_ready`
+    /// wakes only its last waiter, so one task waits on the stores and wakes everyone here.)
+    pub async fn wait_synced(&self) -> bool {
+        let mut synced = self.synced.subscribe();
+        tokio::select! {
+            _ = self.shutdown.cancelled() => false,
+            result = synced.wait_for(|s| *s) => result.is_ok(),
+        }
+    }
+
+    /// Publishes an event about the object `regarding`; failures are logged, never fatal
+    /// (events are best-effort).
+    pub async fn event(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, regarding).await {
+            tracing::debug!(%error, reason, "cannot record event");
+        }
+    }
+}
+
+/// One async mutex per key, created on demand and dropped when unused.
+pub struct KeyedLocks<K> {
+    locks: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl<K> Default for KeyedLocks<K> {
+    fn default() -> Self {
+        Self {
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> KeyedLocks<K> {
+    /// Locks `key`; the guard unlocks it.
+    pub async fn lock(&self, key: &K) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+            // Drop entries nobody holds, so the map does not grow with every key ever seen.
+            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+            locks.entry(key.clone()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}

@@ -1,0 +1,600 @@
+//! The binding controller: makes a binding's Works match its scheduled spec (the finalizer
+//! `karmada.io/binding-controller` makes deletion remove the Works first), and writes the
+//! binding's `aggregatedStatus` and `FullyApplied` condition and the template's `status` from
+//! the Works' status. The gRPC `Dispatch` call and the watches both end up here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use flotilla_api::well_known::{
+    FIELD_MANAGER, TRACE_PARENT_ANNOTATION, cluster_of_execution_namespace, conditions,
+};
+use flotilla_api::work::ResourceBindingStatus;
+use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, Work};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::clusters::Members;
+use crate::context::{BindingKey, Context};
+use crate::error::ExecutionError;
+use crate::metrics::metrics;
+use crate::status::{aggregated_items, fully_applied, merge_patch_diff, per_cluster_statuses};
+use crate::works::{BINDING_FINALIZER, BindingKind, BindingView, DesiredWork, WORK_FINALIZER, plan_works};
+
+/// What a reconcile of one binding found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DispatchOutcome {
+    /// Whether the binding exists (and is not being deleted).
+    pub found: bool,
+    /// Whether the binding is scheduled at its current generation.
+    pub scheduled: bool,
+    /// The binding's Works, as `namespace/name`.
+    pub works: Vec<String>,
+    /// Clusters dispatching to which is suspended.
+    pub suspended_clusters: Vec<String>,
+}
+
+/// A ResourceBinding or ClusterResourceBinding, read uniformly.
+#[derive(Clone, Debug, Deserialize)]
+pub struct BindingObject {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    #[serde(default)]
+    pub spec: ResourceBindingSpec,
+    /// Status.
+    #[serde(default)]
+    pub status: Option<ResourceBindingStatus>,
+}
+
+fn binding_api(ctx: &Context, key: &BindingKey) -> Api<DynamicObject> {
+    match key.kind {
+        BindingKind::ResourceBinding => Api::namespaced_with(
+            ctx.client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ResourceBinding>(&()),
+        ),
+        BindingKind::ClusterResourceBinding => Api::all_with(
+            ctx.client.clone(),
+            &ApiResource::erase::<ClusterResourceBinding>(&()),
+        ),
+    }
+}
+
+/// Reads the binding `key` from the API (not the cache: a Dispatch call follows a write).
+pub async fn get_binding(ctx: &Context, key: &BindingKey) -> Result<Option<BindingObject>, ExecutionError> {
+    let object = binding_api(ctx, key)
+        .get_opt(&key.name)
+        .await
+        .map_err(ExecutionError::control_plane(format!("read {key}")))?;
+    object
+        .map(|o| {
+            serde_json::to_value(o)
+                .and_then(serde_json::from_value::<BindingObject>)
+                .map_err(|e| ExecutionError::NotReady(format!("{key} cannot be read: {e}")))
+        })
+        .transpose()
+}
+
+/// The binding a Work belongs to, from its labels and annotations.
+pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
+    use flotilla_api::well_known::{
+        CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION, RESOURCE_BINDING_NAME_ANNOTATION,
+        RESOURCE_BINDING_NAMESPACE_ANNOTATION,
+    };
+    let annotations = work.annotations();
+    if let (Some(namespace), Some(name)) = (
+        annotations.get(RESOURCE_BINDING_NAMESPACE_ANNOTATION),
+        annotations.get(RESOURCE_BINDING_NAME_ANNOTATION),
+    ) {
+        return Some(BindingKey {
+            kind: BindingKind::ResourceBinding,
+            namespace: namespace.clone(),
+            name: name.clone(),
+        });
+    }
+    annotations
+        .get(CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION)
+        .map(|name| BindingKey {
+            kind: BindingKind::ClusterResourceBinding,
+            namespace: String::new(),
+            name: name.clone(),
+        })
+}
+
+/// Reconciles binding `key` (serialised with any other reconcile of it), inside an
+/// `execution.dispatch` span.
+pub async fn reconcile_binding(
+    ctx: &Arc<Context>,
+    key: &BindingKey,
+) -> Result<DispatchOutcome, ExecutionError> {
+    let span = tracing::info_span!(
+        "execution.dispatch",
+        object = %key,
+        outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let result = async {
+        let _guard = ctx.binding_locks.lock(key).await;
+        reconcile_locked(ctx, key).await
+    }
+    .instrument(span.clone())
+    .await;
+    let outcome = match &result {
+        Ok(o) if !o.found => "not-found",
+        Ok(o) if !o.scheduled => "not-scheduled",
+        Ok(o) if !o.suspended_clusters.is_empty() => "suspended",
+        Ok(_) => "dispatched",
+        Err(e) if e.is_unreachable() => "unreachable",
+        Err(_) => "error",
+    };
+    span.record("outcome", outcome);
+    tracing::debug!(binding = %key, outcome, elapsed = ?started.elapsed(), "binding reconciled");
+    if result.is_err() {
+        span.record("otel.status_code", "ERROR");
+    }
+    metrics().reconciled("binding", result.is_ok(), started.elapsed());
+    result
+}
+
+async fn reconcile_locked(ctx: &Arc<Context>, key: &BindingKey) -> Result<DispatchOutcome, ExecutionError> {
+    let Some(binding) = get_binding(ctx, key).await? else {
+        return Ok(DispatchOutcome::default());
+    };
+    if let Some(traceparent) = binding
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TRACE_PARENT_ANNOTATION))
+    {
+        flotilla_telemetry::propagation::link_to_traceparent(&tracing::Span::current(), traceparent);
+    }
+    let uid = binding.metadata.uid.clone().unwrap_or_default();
+    if binding.metadata.deletion_timestamp.is_some() {
+        finalize(ctx, key, &binding, &view_of(key, &uid, &binding)).await?;
+        return Ok(DispatchOutcome::default());
+    }
+    let binding = ensure_finalizer(ctx, key, binding).await?;
+    let view = view_of(key, &uid, &binding);
+
+    let existing = existing_works(ctx, &view);
+    let generation = binding.metadata.generation;
+    let scheduled = generation.is_some()
+        && binding
+            .status
+            .as_ref()
+            .and_then(|s| s.scheduler_observed_generation)
+            == generation;
+    let suspension = view.suspension();
+    let mut outcome = DispatchOutcome {
+        found: true,
+        scheduled,
+        ..Default::default()
+    };
+    let mut template = None;
+    if scheduled {
+        template = get_template(ctx, &binding.spec).await?;
+        if let Some(template) = &template {
+            let clusters: BTreeSet<String> = existing.keys().cloned().collect();
+            let plan = match plan_works(&view, template, &clusters) {
+                Ok(plan) => plan,
+                Err(error) => {
+                    let message = format!("cannot prepare the Work manifests of {key}: {error}");
+                    ctx.event(
+                        &binding_ref(key, &binding),
+                        EventType::Warning,
+                        "InvalidTemplate",
+                        "Dispatch",
+                        message.clone(),
+                    )
+                    .await;
+                    return Err(ExecutionError::NotReady(message));
+                }
+            };
+            let traceparent = flotilla_telemetry::propagation::current_traceparent().or_else(|| {
+                binding
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(TRACE_PARENT_ANNOTATION).cloned())
+            });
+            for desired in &plan.upsert {
+                let current = existing.get(&desired.cluster);
+                if needs_write(current.map(Arc::as_ref), desired) {
+                    apply_work(ctx, desired, traceparent.as_deref()).await?;
+                    Members::ensure(ctx, &desired.cluster)
+                        .queue
+                        .add(desired.name.clone());
+                }
+                outcome
+                    .works
+                    .push(format!("{}/{}", desired.namespace, desired.name));
+            }
+            for cluster in &plan.keep_suspended {
+                if let Some(work) = existing.get(cluster) {
+                    if work.spec.suspend_dispatching != Some(true)
+                        && work.metadata.deletion_timestamp.is_none()
+                    {
+                        let api: Api<Work> =
+                            Api::namespaced(ctx.client.clone(), &work.namespace().unwrap_or_default());
+                        api.patch(
+                            &work.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"spec": {"suspendDispatching": true}})),
+                        )
+                        .await
+                        .map_err(ExecutionError::control_plane(format!(
+                            "suspend Work {}",
+                            work.name_any()
+                        )))?;
+                    }
+                    outcome.works.push(format!(
+                        "{}/{}",
+                        work.namespace().unwrap_or_default(),
+                        work.name_any()
+                    ));
+                }
+            }
+            for cluster in &plan.delete {
+                if let Some(work) = existing.get(cluster) {
+                    delete_work(ctx, work).await?;
+                }
+            }
+        }
+    }
+    outcome.suspended_clusters = binding
+        .spec
+        .cluster_names()
+        .chain(existing.keys().map(String::as_str))
+        .filter(|c| suspension.is_suspended(c))
+        .map(str::to_owned)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    write_status(ctx, key, &binding, &existing, template.as_ref()).await?;
+    Ok(outcome)
+}
+
+fn view_of<'a>(key: &'a BindingKey, uid: &'a str, binding: &'a BindingObject) -> BindingView<'a> {
+    BindingView {
+        kind: key.kind,
+        namespace: &key.namespace,
+        name: &key.name,
+        uid,
+        spec: &binding.spec,
+    }
+}
+
+fn binding_ref(key: &BindingKey, binding: &BindingObject) -> k8s_openapi::api::core::v1::ObjectReference {
+    let (api_version, kind) = match key.kind {
+        BindingKind::ResourceBinding => (ResourceBinding::api_version(&()), ResourceBinding::kind(&())),
+        BindingKind::ClusterResourceBinding => (
+            ClusterResourceBinding::api_version(&()),
+            ClusterResourceBinding::kind(&()),
+        ),
+    };
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(api_version.into_owned()),
+        kind: Some(kind.into_owned()),
+        namespace: Some(key.namespace.clone()).filter(|n| !n.is_empty()),
+        name: Some(key.name.clone()),
+        uid: binding.metadata.uid.clone(),
+        resource_version: binding.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+/// The binding's Works in the cache, by cluster.
+fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc<Work>> {
+    let label = view.permanent_id_label();
+    ctx.stores
+        .works
+        .state()
+        .into_iter()
+        .filter(|w| w.labels().get(label).map(String::as_str) == Some(view.uid))
+        .filter_map(|w| {
+            let cluster = cluster_of_execution_namespace(&w.namespace()?)?.to_owned();
+            Some((cluster, w))
+        })
+        .collect()
+}
+
+/// Whether the Work must be written to become `desired`.
+pub(crate) fn needs_write(current: Option<&Work>, desired: &DesiredWork) -> bool {
+    let Some(current) = current else {
+        return true;
+    };
+    if current.metadata.deletion_timestamp.is_some() {
+        // It is going away; the next reconcile after its deletion creates it again.
+        return false;
+    }
+    let labels = current.labels();
+    let annotations = current.annotations();
+    current.spec != desired.spec
+        || desired.labels.iter().any(|(k, v)| labels.get(k) != Some(v))
+        || desired
+            .annotations
+            .iter()
+            .any(|(k, v)| annotations.get(k) != Some(v))
+        || !current.finalizers().iter().any(|f| f == WORK_FINALIZER)
+}
+
+pub(crate) async fn apply_work(
+    ctx: &Context,
+    desired: &DesiredWork,
+    traceparent: Option<&str>,
+) -> Result<(), ExecutionError> {
+    let mut annotations = desired.annotations.clone();
+    if let Some(traceparent) = traceparent {
+        annotations.insert(TRACE_PARENT_ANNOTATION.to_owned(), traceparent.to_owned());
+    }
+    let body = json!({
+        "apiVersion": Work::api_version(&()),
+        "kind": Work::kind(&()),
+        "metadata": {
+            "name": desired.name,
+            "namespace": desired.namespace,
+            "labels": desired.labels,
+            "annotations": annotations,
+            "finalizers": [WORK_FINALIZER],
+        },
+        "spec": desired.spec,
+    });
+    ensure_execution_namespace(ctx, &desired.namespace).await?;
+    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &desired.namespace);
+    api.patch(
+        &desired.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(ExecutionError::control_plane(format!(
+        "write Work {}/{}",
+        desired.namespace, desired.name
+    )))?;
+    Ok(())
+}
+
+/// Creates the execution namespace `karmada-es-<cluster>` unless it exists (execution owns the
+/// Works in it, so it creates it on first use, as Karmada's cluster controller does on join).
+async fn ensure_execution_namespace(ctx: &Context, namespace: &str) -> Result<(), ExecutionError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    if ctx
+        .stores
+        .namespaces
+        .get(&kube::runtime::reflector::ObjectRef::new(namespace))
+        .is_some_and(|n| n.metadata.deletion_timestamp.is_none())
+    {
+        return Ok(());
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let object: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}}))
+        .map_err(|e| ExecutionError::NotReady(format!("namespace {namespace}: {e}")))?;
+    match api.create(&kube::api::PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(ExecutionError::control_plane(format!(
+            "create namespace {namespace}"
+        ))(error)),
+    }
+}
+
+pub(crate) async fn delete_work(ctx: &Context, work: &Work) -> Result<(), ExecutionError> {
+    if work.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let namespace = work.namespace().unwrap_or_default();
+    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
+    match api.delete(&work.name_any(), &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(ExecutionError::control_plane(format!(
+            "delete Work {namespace}/{}",
+            work.name_any()
+        ))(error)),
+    }
+}
+
+/// Deleting a binding: delete every Work of it (listed from the API, not the cache, so none is
+/// left behind), then drop the finalizer. Suspension does not block deletion (seed corner
+/// case): each Work's own finalizer removes its member objects.
+async fn finalize(
+    ctx: &Context,
+    key: &BindingKey,
+    binding: &BindingObject,
+    view: &BindingView<'_>,
+) -> Result<(), ExecutionError> {
+    let has_finalizer = binding
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == BINDING_FINALIZER));
+    if !has_finalizer {
+        return Ok(());
+    }
+    let api: Api<Work> = Api::all(ctx.client.clone());
+    let selector = format!("{}={}", view.permanent_id_label(), view.uid);
+    let works = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(ExecutionError::control_plane(format!("list the Works of {key}")))?;
+    for work in &works.items {
+        delete_work(ctx, work).await?;
+    }
+    let remaining: Vec<String> = binding
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != BINDING_FINALIZER)
+        .cloned()
+        .collect();
+    patch_metadata(
+        ctx,
+        key,
+        json!({"metadata": {"resourceVersion": binding.metadata.resource_version, "finalizers": remaining}}),
+        "remove the finalizer of",
+    )
+    .await?;
+    Ok(())
+}
+
+async fn ensure_finalizer(
+    ctx: &Context,
+    key: &BindingKey,
+    binding: BindingObject,
+) -> Result<BindingObject, ExecutionError> {
+    let finalizers = binding.metadata.finalizers.clone().unwrap_or_default();
+    if finalizers.iter().any(|f| f == BINDING_FINALIZER) {
+        return Ok(binding);
+    }
+    let mut updated = finalizers;
+    updated.push(BINDING_FINALIZER.to_owned());
+    let patched = patch_metadata(
+        ctx,
+        key,
+        json!({"metadata": {"resourceVersion": binding.metadata.resource_version, "finalizers": updated}}),
+        "add the finalizer to",
+    )
+    .await?;
+    serde_json::to_value(patched)
+        .and_then(serde_json::from_value)
+        .map_err(|e| ExecutionError::NotReady(format!("{key} cannot be read: {e}")))
+}
+
+async fn patch_metadata(
+    ctx: &Context,
+    key: &BindingKey,
+    patch: Value,
+    action: &str,
+) -> Result<DynamicObject, ExecutionError> {
+    binding_api(ctx, key)
+        .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(ExecutionError::control_plane(format!("{action} {key}")))
+}
+
+/// The binding's template, or `None` when it no longer exists (the binding is about to be
+/// garbage-collected).
+async fn get_template(ctx: &Context, spec: &ResourceBindingSpec) -> Result<Option<Value>, ExecutionError> {
+    let resource = &spec.resource;
+    let what = format!(
+        "{} {}/{}",
+        resource.kind,
+        resource.namespace.as_deref().unwrap_or(""),
+        resource.name
+    );
+    let kind = ctx
+        .kinds
+        .resolve(&ctx.client, &resource.api_version, &resource.kind)
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "discover the resource of {what}"
+        )))?;
+    let api = kind.api(&ctx.client, resource.namespace.as_deref().unwrap_or(""));
+    let template = api
+        .get_opt(&resource.name)
+        .await
+        .map_err(ExecutionError::control_plane(format!("read template {what}")))?;
+    let template = template.filter(|t| resource.uid.is_none() || t.metadata.uid == resource.uid);
+    template
+        .map(|t| serde_json::to_value(t).map_err(|e| ExecutionError::NotReady(format!("{what}: {e}"))))
+        .transpose()
+}
+
+/// Writes the binding's `aggregatedStatus` and `FullyApplied`, and the template's status,
+/// when they changed.
+async fn write_status(
+    ctx: &Context,
+    key: &BindingKey,
+    binding: &BindingObject,
+    existing: &BTreeMap<String, Arc<Work>>,
+    template: Option<&Value>,
+) -> Result<(), ExecutionError> {
+    let targets: Vec<String> = binding.spec.cluster_names().map(str::to_owned).collect();
+    let works: BTreeMap<String, &Work> = existing.iter().map(|(c, w)| (c.clone(), w.as_ref())).collect();
+    let items = aggregated_items(&targets, &works);
+    let mut status = binding.status.clone().unwrap_or_default();
+    let (applied, reason, message) = fully_applied(&items);
+    let mut changed = flotilla_api::conditions::set(
+        &mut status.conditions,
+        conditions::FULLY_APPLIED,
+        applied,
+        reason,
+        message,
+        binding.metadata.generation,
+        Timestamp::now(),
+    );
+    if status.aggregated_status != items {
+        status.aggregated_status = items.clone();
+        changed = true;
+    }
+    if changed {
+        let patch = json!({
+            "metadata": {"resourceVersion": binding.metadata.resource_version},
+            "status": {"conditions": status.conditions, "aggregatedStatus": status.aggregated_status},
+        });
+        binding_api(ctx, key)
+            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(ExecutionError::control_plane(format!(
+                "write the status of {key}"
+            )))?;
+    }
+    if let Some(template) = template {
+        write_template_status(ctx, &binding.spec, template, &items).await?;
+    }
+    Ok(())
+}
+
+async fn write_template_status(
+    ctx: &Context,
+    spec: &ResourceBindingSpec,
+    template: &Value,
+    items: &[flotilla_api::work::AggregatedStatusItem],
+) -> Result<(), ExecutionError> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let Some(aggregated) = flotilla_interpreter::aggregate_status(template, &per_cluster_statuses(items))
+    else {
+        return Ok(());
+    };
+    let current = template.get("status").cloned().unwrap_or(Value::Null);
+    if current == aggregated {
+        return Ok(());
+    }
+    let diff = merge_patch_diff(&current, &aggregated);
+    let resource = &spec.resource;
+    let kind = ctx
+        .kinds
+        .resolve(&ctx.client, &resource.api_version, &resource.kind)
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "discover {}",
+            resource.kind
+        )))?;
+    let api = kind.api(&ctx.client, resource.namespace.as_deref().unwrap_or(""));
+    let patch = json!({
+        "metadata": {"resourceVersion": template.get("metadata").and_then(|m| m.get("resourceVersion"))},
+        "status": diff,
+    });
+    let action = format!("write the status of {} {}", resource.kind, resource.name);
+    let result = if kind.has_status {
+        api.patch_status(&resource.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+    } else {
+        api.patch(&resource.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+    };
+    result.map_err(ExecutionError::control_plane(action))?;
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! Execution's Prometheus metrics (registered once into the process registry that `/metrics`
+//! serves):
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `flotilla_execution_member_apply_duration_seconds` | `cluster`, `outcome` | one manifest's apply round trip to a member |
+//! | `flotilla_execution_member_apply_errors_total` | `cluster`, `reason` | failed member applies (`unreachable`, `conflict`, `error`) |
+//! | `flotilla_execution_suspended_works` | `cluster` | Works whose dispatching is suspended |
+//! | `flotilla_execution_queue_depth` | `queue` | keys waiting (`bindings`, `namespaces`, `cluster/<name>`) |
+//! | `flotilla_execution_reconcile_total` | `controller`, `result` | reconciles by controller (`binding`, `work`, `namespace`) and result |
+//! | `flotilla_execution_reconcile_duration_seconds` | `controller` | reconcile latency |
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use flotilla_telemetry::metrics::register;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApplyLabels {
+    cluster: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    cluster: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabels {
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    controller: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~32 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// The metric families.
+pub struct Metrics {
+    apply_duration: HistogramFamily<ApplyLabels>,
+    apply_errors: Family<ErrorLabels, Counter>,
+    suspended_works: Family<ClusterLabels, Gauge>,
+    queue_depth: Family<QueueLabels, Gauge>,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_duration: HistogramFamily<ControllerLabels>,
+}
+
+/// The process-wide metrics, registered on first use.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let metrics = Metrics {
+            apply_duration: HistogramFamily::new_with_constructor(latency_histogram),
+            apply_errors: Family::default(),
+            suspended_works: Family::default(),
+            queue_depth: Family::default(),
+            reconciles: Family::default(),
+            reconcile_duration: HistogramFamily::new_with_constructor(latency_histogram),
+        };
+        register(
+            "execution_member_apply_duration_seconds",
+            "Latency of applying one manifest to a member cluster, by cluster and outcome",
+            metrics.apply_duration.clone(),
+        );
+        register(
+            "execution_member_apply_errors",
+            "Failed member applies by cluster and reason",
+            metrics.apply_errors.clone(),
+        );
+        register(
+            "execution_suspended_works",
+            "Works whose dispatching is suspended, by cluster",
+            metrics.suspended_works.clone(),
+        );
+        register(
+            "execution_queue_depth",
+            "Keys waiting in execution's work queues",
+            metrics.queue_depth.clone(),
+        );
+        register(
+            "execution_reconcile",
+            "Reconciles by controller and result",
+            metrics.reconciles.clone(),
+        );
+        register(
+            "execution_reconcile_duration_seconds",
+            "Reconcile latency by controller",
+            metrics.reconcile_duration.clone(),
+        );
+        metrics
+    })
+}
+
+impl Metrics {
+    /// Records one member apply.
+    pub fn observe_apply(&self, cluster: &str, outcome: &str, elapsed: Duration) {
+        self.apply_duration
+            .get_or_create(&ApplyLabels {
+                cluster: cluster.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one failed member apply.
+    pub fn apply_error(&self, cluster: &str, reason: &str) {
+        self.apply_errors
+            .get_or_create(&ErrorLabels {
+                cluster: cluster.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the number of suspended Works of `cluster`.
+    pub fn set_suspended_works(&self, cluster: &str, count: usize) {
+        self.suspended_works
+            .get_or_create(&ClusterLabels {
+                cluster: cluster.to_owned(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the depth of `queue`.
+    pub fn set_queue_depth(&self, queue: &str, depth: usize) {
+        self.queue_depth
+            .get_or_create(&QueueLabels {
+                queue: queue.to_owned(),
+            })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Records one reconcile.
+    pub fn reconciled(&self, controller: &str, ok: bool, elapsed: Duration) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: controller.to_owned(),
+                result: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+        self.reconcile_duration
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+}

@@ -1,0 +1,312 @@
+//! The service process: flags, wiring of watches, queues, workers, the ops endpoint and the
+//! gRPC server, and clean shutdown on SIGTERM.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use flotilla_api::well_known::cluster_of_execution_namespace;
+use flotilla_proto::v1::execution_server::ExecutionServer;
+use flotilla_rpc::Readiness;
+use flotilla_runtime::KubeArgs;
+use flotilla_telemetry::LogArgs;
+use kube::ResourceExt;
+
+use crate::apply_once::Mode;
+use crate::clusters::Members;
+use crate::context::{BindingKey, Context, Settings};
+use crate::dispatch::reconcile_binding;
+use crate::metrics::metrics;
+use crate::namespaces::reconcile_namespace;
+use crate::server::ExecutionService;
+use crate::watches;
+use crate::works::BindingKind;
+
+/// `flotilla-execution` flags.
+#[derive(Clone, Debug, clap::Parser)]
+#[command(
+    name = "flotilla-execution",
+    version,
+    about = "Turns scheduled bindings into Works and applies them to member clusters"
+)]
+pub struct Args {
+    /// Control-plane access.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Logging.
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Address of the gRPC server (`flotilla.v1.Execution`, `grpc.health.v1.Health`).
+    #[arg(long, default_value = "127.0.0.1:7104")]
+    pub grpc_addr: SocketAddr,
+    /// Address of the ops endpoint (`/metrics`, `/healthz`, `/livez`, `/readyz`).
+    #[arg(long, default_value = "127.0.0.1:9104")]
+    pub metrics_addr: SocketAddr,
+    /// Apply member objects once per desired revision (`on`), and leave objects others
+    /// deleted alone too (`force`); `off` reverts drift. A template's
+    /// `flotilla.io/apply-once-only` annotation overrides this per template.
+    #[arg(long, value_enum, default_value_t = Mode::Off)]
+    pub apply_once_only: Mode,
+    /// How often everything is reconciled again without events (e.g. `30s`, `5m`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+    /// How often member clusters are probed for health.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub cluster_probe_period: Duration,
+    /// Deadline of one request to a member cluster.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub member_timeout: Duration,
+    /// Bindings reconciled concurrently.
+    #[arg(long, default_value_t = 2)]
+    pub binding_workers: usize,
+}
+
+/// Parses `500ms`, `30s`, `5m`, `1h` or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map(|i| text.split_at(i))
+        .unwrap_or((text, "s"));
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}: use e.g. 500ms, 30s, 5m or 1h"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(value)),
+        "s" => Ok(Duration::from_secs(value)),
+        "m" => Ok(Duration::from_secs(value * 60)),
+        "h" => Ok(Duration::from_secs(value * 3600)),
+        _ => Err(format!(
+            "invalid duration {text:?}: use e.g. 500ms, 30s, 5m or 1h"
+        )),
+    }
+}
+
+/// Runs the service until SIGTERM/SIGINT.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let _telemetry = flotilla_telemetry::init("flotilla-execution", &args.log)?;
+    let shutdown = flotilla_runtime::shutdown_token();
+    let readiness = Readiness::new(&["flotilla.v1.Execution"]);
+    readiness.set("control-plane", false, "not reached yet");
+    readiness.set("caches", false, "syncing");
+    let ops = flotilla_runtime::ops::serve(args.metrics_addr, readiness.clone(), shutdown.clone()).await?;
+    let client = flotilla_runtime::kube_client(&args.kube)
+        .await
+        .context("cannot reach the control plane")?;
+    tracing::info!(
+        grpc = %args.grpc_addr,
+        ops = %ops,
+        apply_once_only = %args.apply_once_only,
+        "flotilla-execution starting"
+    );
+
+    let settings = Settings {
+        apply_once_only: args.apply_once_only,
+        resync_period: args.resync_period,
+        probe_period: args.cluster_probe_period,
+        member_timeout: args.member_timeout,
+    };
+    let (stores, writers) = watches::stores();
+    let ctx = Arc::new(Context::new(client, settings, stores, shutdown.clone()));
+    watches::spawn(&ctx, writers);
+    for _ in 0..args.binding_workers.max(1) {
+        tokio::spawn(run_binding_worker(ctx.clone()));
+    }
+    tokio::spawn(run_namespace_worker(ctx.clone()));
+    tokio::spawn(run_resync(ctx.clone()));
+    tokio::spawn(run_housekeeping(ctx.clone(), readiness.clone()));
+    {
+        let ctx = ctx.clone();
+        let readiness = readiness.clone();
+        tokio::spawn(async move {
+            if watches::wait_synced(&ctx.stores).await {
+                ctx.set_synced();
+                readiness.set("caches", true, "synced");
+                tracing::info!("caches synced");
+            }
+        });
+    }
+
+    let listener = flotilla_runtime::grpc::GrpcListener::bind(args.grpc_addr).await?;
+    let routes = tonic::service::Routes::new(ExecutionServer::new(ExecutionService::new(ctx.clone())));
+    listener.serve(routes, readiness, shutdown.clone()).await?;
+    shutdown.cancel();
+    ctx.binding_queue.shut_down();
+    ctx.namespace_queue.shut_down();
+    for member in ctx.members.all() {
+        member.queue.shut_down();
+    }
+    tracing::info!("flotilla-execution stopped");
+    Ok(())
+}
+
+async fn run_binding_worker(ctx: Arc<Context>) {
+    if !ctx.wait_synced().await {
+        return;
+    }
+    loop {
+        let key = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            key = ctx.binding_queue.next() => key,
+        };
+        let Some(key) = key else { return };
+        match reconcile_binding(&ctx, &key).await {
+            Ok(_) => ctx.binding_queue.forget(&key),
+            Err(error) => {
+                let delay = ctx.binding_queue.add_rate_limited(key.clone());
+                tracing::info!(binding = %key, %error, retry_in = ?delay, "binding not reconciled");
+            }
+        }
+        ctx.binding_queue.done(&key);
+    }
+}
+
+async fn run_namespace_worker(ctx: Arc<Context>) {
+    if !ctx.wait_synced().await {
+        return;
+    }
+    loop {
+        let name = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            name = ctx.namespace_queue.next() => name,
+        };
+        let Some(name) = name else { return };
+        match reconcile_namespace(&ctx, &name).await {
+            Ok(()) => ctx.namespace_queue.forget(&name),
+            Err(error) => {
+                let delay = ctx.namespace_queue.add_rate_limited(name.clone());
+                tracing::info!(namespace = %name, %error, retry_in = ?delay, "namespace not propagated");
+            }
+        }
+        ctx.namespace_queue.done(&name);
+    }
+}
+
+/// Queues every binding, Work and namespace once per resync period: a safety net under the
+/// watches (member drift missed while a watch reconnected, a lost event).
+async fn run_resync(ctx: Arc<Context>) {
+    let mut ticker = tokio::time::interval(ctx.settings.resync_period);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        for binding in ctx.stores.bindings.state() {
+            ctx.binding_queue.add(BindingKey {
+                kind: BindingKind::ResourceBinding,
+                namespace: binding.namespace().unwrap_or_default(),
+                name: binding.name_any(),
+            });
+        }
+        for binding in ctx.stores.cluster_bindings.state() {
+            ctx.binding_queue.add(BindingKey {
+                kind: BindingKind::ClusterResourceBinding,
+                namespace: String::new(),
+                name: binding.name_any(),
+            });
+        }
+        for work in ctx.stores.works.state() {
+            if let Some(cluster) = work
+                .namespace()
+                .as_deref()
+                .and_then(cluster_of_execution_namespace)
+            {
+                Members::ensure(&ctx, cluster).queue.add(work.name_any());
+            }
+        }
+        for namespace in ctx.stores.namespaces.state() {
+            ctx.namespace_queue.add(namespace.name_any());
+        }
+    }
+}
+
+/// Every few seconds: readiness of the control-plane API, queue depths and suspended Works.
+async fn run_housekeeping(ctx: Arc<Context>, readiness: Readiness) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let started = Instant::now();
+        match ctx.client.apiserver_version().await {
+            Ok(_) => readiness.set("control-plane", true, "reachable"),
+            Err(error) => readiness.set("control-plane", false, format!("unreachable: {error}")),
+        }
+        tracing::trace!(elapsed = ?started.elapsed(), "control plane checked");
+        let metrics = metrics();
+        metrics.set_queue_depth("bindings", ctx.binding_queue.len());
+        metrics.set_queue_depth("namespaces", ctx.namespace_queue.len());
+        let mut suspended: BTreeMap<String, usize> = BTreeMap::new();
+        for member in ctx.members.all() {
+            metrics.set_queue_depth(&format!("cluster/{}", member.name), member.queue.len());
+            suspended.insert(member.name.clone(), 0);
+        }
+        for work in ctx.stores.works.state() {
+            if work.spec.suspend_dispatching == Some(true)
+                && let Some(cluster) = work
+                    .namespace()
+                    .as_deref()
+                    .and_then(cluster_of_execution_namespace)
+            {
+                *suspended.entry(cluster.to_owned()).or_default() += 1;
+            }
+        }
+        for (cluster, count) in suspended {
+            metrics.set_suspended_works(&cluster, count);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("5 weeks").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn flags_follow_the_service_contract() {
+        let args = Args::try_parse_from(["flotilla-execution"]).unwrap();
+        assert_eq!(args.grpc_addr.to_string(), "127.0.0.1:7104");
+        assert_eq!(args.metrics_addr.to_string(), "127.0.0.1:9104");
+        assert_eq!(args.apply_once_only, Mode::Off);
+        let args = Args::try_parse_from([
+            "flotilla-execution",
+            "--kubeconfig",
+            "/tmp/kc",
+            "--context",
+            "control-plane",
+            "--grpc-addr",
+            "127.0.0.1:1",
+            "--metrics-addr",
+            "127.0.0.1:2",
+            "--log-format",
+            "json",
+            "--log-level",
+            "debug",
+            "--apply-once-only",
+            "force",
+            "--resync-period",
+            "30s",
+        ])
+        .unwrap();
+        assert_eq!(args.apply_once_only, Mode::Force);
+        assert_eq!(args.resync_period, Duration::from_secs(30));
+        assert_eq!(args.kube.context.as_deref(), Some("control-plane"));
+        assert!(Args::try_parse_from(["flotilla-execution", "--apply-once-only", "sometimes"]).is_err());
+    }
+}

@@ -1,0 +1,349 @@
+//! Status, pure: a Work's manifest statuses and conditions from what the member reported, a
+//! binding's `aggregatedStatus` and `FullyApplied` from its Works, and the JSON merge patch that
+//! turns one status into another.
+
+use std::collections::BTreeMap;
+
+use flotilla_api::Work;
+use flotilla_api::conditions::find;
+use flotilla_api::well_known::{conditions, reasons};
+use flotilla_api::work::AggregatedStatusItem;
+use serde_json::{Map, Value};
+
+use crate::manifest::{Revision, manifest_hash};
+use crate::works::{APPLIED_REVISIONS_ANNOTATION, parse_applied_revisions};
+
+/// Reason of `FullyApplied=True`.
+pub const FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
+/// Reason of `FullyApplied=False` when some Work is not applied.
+pub const FULLY_APPLIED_FAILED: &str = "FullyAppliedFailed";
+/// Reason of `FullyApplied=False` when the binding has no target cluster.
+pub const NO_TARGET_CLUSTERS: &str = "NoTargetClusters";
+
+/// Whether a Work's member objects hold its current manifests, and if not, why.
+///
+/// Applied when the `Applied` condition is `True` and either observed the Work's current
+/// generation or every manifest's last applied revision (`flotilla.io/applied-revisions`) has
+/// the current manifest's hash (a generation bump that did not change the manifests, such as
+/// suspending, does not make an applied Work unapplied).
+pub fn work_applied(work: &Work) -> (bool, Option<String>) {
+    let generation = work.metadata.generation;
+    let status = work.status.as_ref();
+    let applied = status.and_then(|s| find(&s.conditions, conditions::APPLIED));
+    let suspended = work.spec.suspend_dispatching == Some(true);
+    match applied {
+        Some(condition) if condition.status == "True" => {
+            if condition.observed_generation == generation || holds_current_manifests(work) {
+                (true, None)
+            } else if suspended {
+                (
+                    false,
+                    Some("dispatching is suspended; the member runs an older revision".to_owned()),
+                )
+            } else {
+                (false, Some("the latest revision is not applied yet".to_owned()))
+            }
+        }
+        Some(condition) => (false, Some(condition.message.clone())),
+        None if suspended => (false, Some("dispatching is suspended".to_owned())),
+        None => (false, Some("not applied yet".to_owned())),
+    }
+}
+
+fn holds_current_manifests(work: &Work) -> bool {
+    let recorded = work
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(APPLIED_REVISIONS_ANNOTATION))
+        .map(|text| parse_applied_revisions(text))
+        .unwrap_or_default();
+    let manifests = &work.spec.workload.manifests;
+    !manifests.is_empty()
+        && manifests.iter().enumerate().all(|(ordinal, manifest)| {
+            recorded
+                .get(&ordinal)
+                .and_then(|r| Revision::parse(r))
+                .is_some_and(|r| r.hash == manifest_hash(manifest))
+        })
+}
+
+/// The binding's `aggregatedStatus`: one item per target cluster, in target order, from that
+/// cluster's Work (`None` when the Work does not exist yet).
+pub fn aggregated_items(targets: &[String], works: &BTreeMap<String, &Work>) -> Vec<AggregatedStatusItem> {
+    targets
+        .iter()
+        .map(|cluster| match works.get(cluster) {
+            Some(work) => {
+                let (applied, message) = work_applied(work);
+                let manifest = work
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.manifest_statuses.iter().find(|m| m.identifier.ordinal == 0));
+                AggregatedStatusItem {
+                    cluster_name: cluster.clone(),
+                    status: manifest.and_then(|m| m.status.clone()),
+                    applied,
+                    applied_message: if applied { None } else { message },
+                    health: manifest.and_then(|m| m.health.clone()),
+                }
+            }
+            None => AggregatedStatusItem {
+                cluster_name: cluster.clone(),
+                status: None,
+                applied: false,
+                applied_message: Some("the Work does not exist yet".to_owned()),
+                health: None,
+            },
+        })
+        .collect()
+}
+
+/// The binding's `FullyApplied` condition as `(status, reason, message)`.
+pub fn fully_applied(items: &[AggregatedStatusItem]) -> (bool, &'static str, String) {
+    if items.is_empty() {
+        return (
+            false,
+            NO_TARGET_CLUSTERS,
+            "the binding has no target clusters".to_owned(),
+        );
+    }
+    let pending: Vec<&AggregatedStatusItem> = items.iter().filter(|i| !i.applied).collect();
+    if pending.is_empty() {
+        return (
+            true,
+            FULLY_APPLIED_SUCCESS,
+            "All works have been successfully applied".to_owned(),
+        );
+    }
+    let all_suspended = pending.iter().all(|i| {
+        i.applied_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("dispatching is suspended"))
+    });
+    let details: Vec<String> = pending
+        .iter()
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i.cluster_name,
+                i.applied_message.as_deref().unwrap_or("not applied")
+            )
+        })
+        .collect();
+    let reason = if all_suspended {
+        reasons::SUSPEND_DISPATCHING
+    } else {
+        FULLY_APPLIED_FAILED
+    };
+    (false, reason, format!("not applied in {}", details.join("; ")))
+}
+
+/// The per-cluster statuses [`flotilla_interpreter::aggregate_status`] takes: every target
+/// cluster, with `null` where no status was collected.
+pub fn per_cluster_statuses(items: &[AggregatedStatusItem]) -> Vec<(String, Value)> {
+    items
+        .iter()
+        .map(|i| (i.cluster_name.clone(), i.status.clone().unwrap_or(Value::Null)))
+        .collect()
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: changed and added keys with
+/// their new values, removed keys as `null`. Equal values give an empty object.
+pub fn merge_patch_diff(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = Map::new();
+            for (key, value) in new {
+                match old.get(key) {
+                    Some(previous) if previous == value => {}
+                    Some(previous @ Value::Object(_)) if value.is_object() => {
+                        patch.insert(key.clone(), merge_patch_diff(previous, value));
+                    }
+                    _ => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            for key in old.keys() {
+                if !new.contains_key(key) {
+                    patch.insert(key.clone(), Value::Null);
+                }
+            }
+            Value::Object(patch)
+        }
+        (_, new) => new.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_api::WorkSpec;
+    use flotilla_api::work::{
+        ManifestStatus, ResourceHealth, ResourceIdentifier, WorkStatus, WorkloadTemplate,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+    use crate::works::format_applied_revisions;
+
+    fn manifest() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx"}, "spec": {"replicas": 1}})
+    }
+
+    fn work(generation: i64, applied: Option<(bool, i64, &str)>, suspended: bool) -> Work {
+        let mut work = Work::new(
+            "nginx-deployment-00000000",
+            WorkSpec {
+                workload: WorkloadTemplate {
+                    manifests: vec![manifest()],
+                },
+                suspend_dispatching: Some(suspended),
+                preserve_resources_on_deletion: None,
+            },
+        );
+        work.metadata.generation = Some(generation);
+        let conditions = applied
+            .map(|(status, observed, message)| Condition {
+                type_: "Applied".into(),
+                status: if status { "True" } else { "False" }.into(),
+                reason: "x".into(),
+                message: message.into(),
+                observed_generation: Some(observed),
+                last_transition_time: Time(Timestamp::UNIX_EPOCH),
+            })
+            .into_iter()
+            .collect();
+        work.status = Some(WorkStatus {
+            conditions,
+            manifest_statuses: vec![ManifestStatus {
+                identifier: ResourceIdentifier {
+                    ordinal: 0,
+                    version: "v1".into(),
+                    kind: "Deployment".into(),
+                    resource: "deployments".into(),
+                    name: "nginx".into(),
+                    ..Default::default()
+                },
+                status: Some(json!({"readyReplicas": 1})),
+                health: Some(ResourceHealth::Healthy),
+            }],
+        });
+        work
+    }
+
+    #[test]
+    fn applied_at_current_generation() {
+        assert_eq!(work_applied(&work(2, Some((true, 2, "ok")), false)), (true, None));
+        let (applied, message) = work_applied(&work(3, Some((true, 2, "ok")), false));
+        assert!(!applied);
+        assert_eq!(message.as_deref(), Some("the latest revision is not applied yet"));
+        let (applied, message) = work_applied(&work(
+            3,
+            Some((false, 3, "cluster member1 is unreachable")),
+            false,
+        ));
+        assert!(!applied);
+        assert_eq!(message.as_deref(), Some("cluster member1 is unreachable"));
+        assert_eq!(
+            work_applied(&work(1, None, false)),
+            (false, Some("not applied yet".to_owned()))
+        );
+        assert_eq!(
+            work_applied(&work(1, None, true)),
+            (false, Some("dispatching is suspended".to_owned()))
+        );
+    }
+
+    #[test]
+    fn suspending_without_a_manifest_change_keeps_a_work_applied() {
+        let mut suspended = work(3, Some((true, 2, "ok")), true);
+        let (applied, message) = work_applied(&suspended);
+        assert!(!applied);
+        assert!(message.unwrap().starts_with("dispatching is suspended"));
+        let revision = Revision::of(2, &manifest()).to_string();
+        suspended.metadata.annotations = Some(
+            [(
+                APPLIED_REVISIONS_ANNOTATION.to_owned(),
+                format_applied_revisions(&BTreeMap::from([(0, revision)])),
+            )]
+            .into(),
+        );
+        assert_eq!(work_applied(&suspended), (true, None));
+    }
+
+    #[test]
+    fn aggregation_and_fully_applied() {
+        let ok = work(1, Some((true, 1, "ok")), false);
+        let failing = work(
+            1,
+            Some((false, 1, "cluster member2 is unreachable: refused")),
+            false,
+        );
+        let suspended = work(2, Some((true, 1, "ok")), true);
+        let targets = vec!["member1".to_owned(), "member2".to_owned(), "member3".to_owned()];
+
+        let works = BTreeMap::from([("member1".to_owned(), &ok), ("member2".to_owned(), &ok)]);
+        let items = aggregated_items(&targets[..2], &works);
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].status, Some(json!({"readyReplicas": 1})));
+        assert_eq!(items[0].health, Some(ResourceHealth::Healthy));
+        assert_eq!(
+            fully_applied(&items),
+            (
+                true,
+                FULLY_APPLIED_SUCCESS,
+                "All works have been successfully applied".to_owned()
+            )
+        );
+
+        let works = BTreeMap::from([("member1".to_owned(), &ok), ("member2".to_owned(), &failing)]);
+        let items = aggregated_items(&targets, &works);
+        assert_eq!(
+            items[2].applied_message.as_deref(),
+            Some("the Work does not exist yet")
+        );
+        let (status, reason, message) = fully_applied(&items);
+        assert!(!status);
+        assert_eq!(reason, FULLY_APPLIED_FAILED);
+        assert_eq!(
+            message,
+            "not applied in member2: cluster member2 is unreachable: refused; member3: the Work does not exist yet"
+        );
+
+        let works = BTreeMap::from([("member1".to_owned(), &ok), ("member2".to_owned(), &suspended)]);
+        let items = aggregated_items(&targets[..2], &works);
+        let (status, reason, _) = fully_applied(&items);
+        assert!(!status);
+        assert_eq!(reason, "SuspendDispatching");
+
+        assert_eq!(fully_applied(&[]).1, NO_TARGET_CLUSTERS);
+        assert_eq!(
+            per_cluster_statuses(&items),
+            vec![
+                ("member1".to_owned(), json!({"readyReplicas": 1})),
+                ("member2".to_owned(), json!({"readyReplicas": 1})),
+            ]
+        );
+    }
+
+    #[test]
+    fn merge_patch_diffs() {
+        assert_eq!(merge_patch_diff(&json!({"a": 1}), &json!({"a": 1})), json!({}));
+        assert_eq!(
+            merge_patch_diff(
+                &json!({"a": 1, "b": {"c": 1, "d": 2}, "gone": true}),
+                &json!({"a": 2, "b": {"c": 1}, "new": [1]})
+            ),
+            json!({"a": 2, "b": {"d": null}, "gone": null, "new": [1]})
+        );
+        assert_eq!(merge_patch_diff(&Value::Null, &json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(
+            merge_patch_diff(&json!({"a": {"x": 1}}), &json!({"a": 5})),
+            json!({"a": 5})
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! Control-plane watches: keep the caches and turn every change into queued work (the watches
+//! are the guarantee; gRPC calls are only the fast path).
+//!
+//! | watched | queues |
+//! |---|---|
+//! | ResourceBinding, ClusterResourceBinding | the binding |
+//! | Work | its binding (status aggregation, re-creation); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
+//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed |
+//! | Namespace | the namespace |
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use flotilla_api::well_known::cluster_of_execution_namespace;
+use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::clusters::Members;
+use crate::context::{BindingKey, Context, Stores};
+use crate::dispatch::binding_of_work;
+use crate::namespaces::PROPAGATED_NAMESPACE_LABEL;
+use crate::works::BindingKind;
+
+/// What of a Work, when it changes, needs its cluster's worker: generation, whether it is
+/// being deleted, finalizers. Status-only changes (the worker's own writes) do not.
+type WorkSignature = (Option<i64>, bool, Vec<String>);
+
+/// The writing halves of the caches, consumed by [`spawn`].
+pub struct Writers {
+    bindings: Writer<ResourceBinding>,
+    cluster_bindings: Writer<ClusterResourceBinding>,
+    works: Writer<Work>,
+    clusters: Writer<Cluster>,
+    namespaces: Writer<Namespace>,
+}
+
+/// Empty caches and their writers.
+pub fn stores() -> (Stores, Writers) {
+    let (bindings, bindings_writer) = reflector::store();
+    let (cluster_bindings, cluster_bindings_writer) = reflector::store();
+    let (works, works_writer) = reflector::store();
+    let (clusters, clusters_writer) = reflector::store();
+    let (namespaces, namespaces_writer) = reflector::store();
+    (
+        Stores {
+            bindings,
+            cluster_bindings,
+            works,
+            clusters,
+            namespaces,
+        },
+        Writers {
+            bindings: bindings_writer,
+            cluster_bindings: cluster_bindings_writer,
+            works: works_writer,
+            clusters: clusters_writer,
+            namespaces: namespaces_writer,
+        },
+    )
+}
+
+/// Waits until every cache has its initial list. Call it from one task only: kube's
+/// `Store::wait_until_ready` wakes only the last task that polled it (see
+/// [`Context::wait_synced`](crate::context::Context::wait_synced)).
+pub async fn wait_synced(stores: &Stores) -> bool {
+    async fn ready<K>(store: &Store<K>) -> bool
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        store.wait_until_ready().await.is_ok()
+    }
+    ready(&stores.bindings).await
+        && ready(&stores.cluster_bindings).await
+        && ready(&stores.works).await
+        && ready(&stores.clusters).await
+        && ready(&stores.namespaces).await
+}
+
+/// Starts every control-plane watch.
+pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
+    let client = ctx.client.clone();
+    {
+        let ctx = ctx.clone();
+        run(
+            Api::<ResourceBinding>::all(client.clone()),
+            writers.bindings,
+            ctx.clone(),
+            move |event| {
+                if let Some(binding) = object_of(event) {
+                    ctx.binding_queue.add(BindingKey {
+                        kind: BindingKind::ResourceBinding,
+                        namespace: binding.namespace().unwrap_or_default(),
+                        name: binding.name_any(),
+                    });
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        run(
+            Api::<ClusterResourceBinding>::all(client.clone()),
+            writers.cluster_bindings,
+            ctx.clone(),
+            move |event| {
+                if let Some(binding) = object_of(event) {
+                    ctx.binding_queue.add(BindingKey {
+                        kind: BindingKind::ClusterResourceBinding,
+                        namespace: String::new(),
+                        name: binding.name_any(),
+                    });
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        let mut seen: HashMap<(String, String), WorkSignature> = HashMap::new();
+        run(
+            Api::<Work>::all(client.clone()),
+            writers.works,
+            ctx.clone(),
+            move |event| {
+                let deleted = matches!(event, watcher::Event::Delete(_));
+                let Some(work) = object_of(event) else { return };
+                let namespace = work.namespace().unwrap_or_default();
+                let Some(cluster) = cluster_of_execution_namespace(&namespace) else {
+                    return;
+                };
+                if let Some(key) = binding_of_work(work) {
+                    ctx.binding_queue.add(key);
+                }
+                if let Some(namespace) = work.labels().get(PROPAGATED_NAMESPACE_LABEL)
+                    && deleted
+                {
+                    ctx.namespace_queue.add(namespace.clone());
+                }
+                let key = (namespace.clone(), work.name_any());
+                if deleted {
+                    seen.remove(&key);
+                    return;
+                }
+                let signature = (
+                    work.metadata.generation,
+                    work.metadata.deletion_timestamp.is_some(),
+                    work.finalizers().to_vec(),
+                );
+                if seen.get(&key) != Some(&signature) {
+                    seen.insert(key, signature);
+                    Members::ensure(&ctx, cluster).queue.add(work.name_any());
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        run(
+            Api::<Cluster>::all(client.clone()),
+            writers.clusters,
+            ctx.clone(),
+            move |event| {
+                let deleted = matches!(event, watcher::Event::Delete(_));
+                let Some(cluster) = object_of(event) else { return };
+                let name = cluster.name_any();
+                let changed = if deleted {
+                    known.remove(&name)
+                } else {
+                    Members::ensure(&ctx, &name);
+                    known.insert(name)
+                };
+                if changed {
+                    for namespace in ctx.stores.namespaces.state() {
+                        ctx.namespace_queue.add(namespace.name_any());
+                    }
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        run(
+            Api::<Namespace>::all(client),
+            writers.namespaces,
+            ctx.clone(),
+            move |event| {
+                if let Some(namespace) = object_of(event) {
+                    ctx.namespace_queue.add(namespace.name_any());
+                }
+            },
+        );
+    }
+}
+
+fn object_of<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Apply(object)
+        | watcher::Event::Delete(object)
+        | watcher::Event::InitApply(object) => Some(object),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+/// Runs a reflector for `api` into `writer`, calling `on_event` for every event, until shutdown.
+fn run<K, F>(api: Api<K>, writer: Writer<K>, ctx: Arc<Context>, mut on_event: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    F: FnMut(&watcher::Event<K>) + Send + 'static,
+{
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    tokio::spawn(async move {
+        let mut stream: std::pin::Pin<
+            Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>,
+        > = Box::pin(stream);
+        loop {
+            let next = tokio::select! {
+                _ = ctx.shutdown.cancelled() => return,
+                next = stream.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => on_event(&event),
+                Some(Err(error)) => tracing::warn!(%error, "control-plane watch failed; retrying"),
+                None => return,
+            }
+        }
+    });
+}
