@@ -75,7 +75,7 @@ impl Default for EnvOptions {
             member_labels: BTreeMap::new(),
             service_args: BTreeMap::new(),
             service_env: vec![],
-            log_level: "info,flotilla=debug".to_owned(),
+            log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
         }
     }
 }
