@@ -34,7 +34,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher::Config};
 use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
@@ -139,7 +139,7 @@ pub struct Detector {
     templates: crate::queue::Queue<TemplateKey>,
     policies: crate::queue::Queue<PolicyKey>,
     status_dirty: Mutex<BTreeSet<PolicyKey>>,
-    kinds_changed: Notify,
+    kinds_changed: tokio::sync::watch::Sender<u64>,
     events: EventRecorder,
     scheduler: Option<SchedulerClient<TracedChannel>>,
     schedule_slots: Arc<Semaphore>,
@@ -189,7 +189,7 @@ impl Detector {
             templates: crate::queue::Queue::new(),
             policies: crate::queue::Queue::new(),
             status_dirty: Mutex::default(),
-            kinds_changed: Notify::new(),
+            kinds_changed: tokio::sync::watch::channel(0).0,
             scheduler,
             schedule_slots: Arc::new(Semaphore::new(64)),
             readiness,
@@ -322,7 +322,7 @@ impl Detector {
     fn policy_changed(&self, key: PolicyKey) {
         self.rebuild_view(&key);
         self.policies.add(key);
-        self.kinds_changed.notify_one();
+        self.kinds_changed.send_modify(|n| *n = n.wrapping_add(1));
         self.update_readiness();
     }
 
@@ -460,8 +460,9 @@ impl Detector {
 
     async fn manage_kinds(self: Arc<Self>) {
         let mut retry: HashMap<Gvk, (u32, Instant)> = HashMap::new();
+        let mut changes = self.kinds_changed.subscribe();
         loop {
-            let notified = self.kinds_changed.notified();
+            changes.borrow_and_update();
             let desired = self.desired_kinds();
             let current: BTreeSet<Gvk> = self.read_kinds().keys().cloned().collect();
             for gvk in current.difference(&desired) {
@@ -495,7 +496,7 @@ impl Detector {
                 Duration::from_millis(250)
             };
             tokio::select! {
-                _ = notified => {}
+                _ = changes.changed() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }
@@ -968,7 +969,7 @@ impl Detector {
         if fan_out {
             self.queue_templates_of(key, Some(&view.spec));
         }
-        self.kinds_changed.notify_one();
+        self.kinds_changed.send_modify(|n| *n = n.wrapping_add(1));
         Ok(match (violations.is_some(), fan_out) {
             (true, _) => "invalid-policy",
             (false, true) => "changed",
@@ -990,7 +991,7 @@ impl Detector {
                 .remove(&uid);
         }
         self.queue_templates_of(key, None);
-        self.kinds_changed.notify_one();
+        self.kinds_changed.send_modify(|n| *n = n.wrapping_add(1));
         "deleted"
     }
 
@@ -1115,6 +1116,8 @@ impl Detector {
         match result {
             Ok(()) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            // See write_policy_status: an invalid stored spec can make every write refused.
+            Err(kube::Error::Api(e)) if e.code == 422 => Ok(()),
             Err(source) => Err(ApiError::Kube {
                 action: "labelling policy",
                 object: key.to_string(),
@@ -1159,6 +1162,13 @@ impl Detector {
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             // A newer version is on its way through the watch, which queues the policy again.
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            // An API server that validates the whole object on status writes refuses any
+            // status of a policy whose stored spec is invalid; retrying cannot help. The
+            // Warning event and the log still report the problem.
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                tracing::warn!(policy = %key, message = %e.message, "the API refuses the policy's status while its spec is invalid");
+                Ok(())
+            }
             Err(source) => Err(ApiError::Kube {
                 action: "writing policy status",
                 object: key.to_string(),

@@ -76,28 +76,44 @@ pub async fn create_cpp(client: &Client, name: &str, spec: Value) -> ClusterProp
         .unwrap()
 }
 
+/// Merge-patches object `name`, retrying while the API answers 409 (flotilla-apiserver
+/// reports a conflict when another writer, here the detector, writes the object concurrently,
+/// even without a resourceVersion in the patch).
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_until(&format!("patching {name}"), TIMEOUT, || async {
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => None,
+            Err(e) => panic!("patching {name}: {e}"),
+        }
+    })
+    .await
+}
+
 /// Merge-patches the spec of PropagationPolicy `name`.
 pub async fn patch_pp(client: &Client, name: &str, spec: Value) {
-    Api::<PropagationPolicy>::namespaced(client.clone(), "default")
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": spec })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &Api::<PropagationPolicy>::namespaced(client.clone(), "default"),
+        name,
+        json!({ "spec": spec }),
+    )
+    .await
 }
 
 /// A label edit of Deployment `name` (the seed's `refresh-time`).
 pub async fn touch_deployment(client: &Client, name: &str, value: &str) {
-    Api::<Deployment>::namespaced(client.clone(), "default")
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"refresh-time": value}}})),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &Api::<Deployment>::namespaced(client.clone(), "default"),
+        name,
+        json!({"metadata": {"labels": {"refresh-time": value}}}),
+    )
+    .await
 }
 
 /// A selector for the Deployment `name`.
