@@ -595,3 +595,98 @@ async fn activate_rolls_a_pending_generation_out() {
     let err = flotilla_detector::activate(&client, &missing).await.unwrap_err();
     assert!(err.to_string().contains("not found"), "{err}");
 }
+
+/// Scale: N templates (default 5,000; `FLOTILLA_BENCH_TEMPLATES`) under one Lazy policy. A
+/// placement edit must cause no binding spec write, only the pending condition on each
+/// binding; prints how long the detector takes to process the edit.
+///
+/// `cargo test -p flotilla-detector --release --test detector -- --ignored --nocapture lazy_edit_at_scale`
+#[tokio::test]
+#[ignore = "scale measurement; run on demand"]
+async fn lazy_edit_at_scale() {
+    use std::time::Instant;
+
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let templates: usize = std::env::var("FLOTILLA_BENCH_TEMPLATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let env = detector_env().await;
+    let client = env.control_plane_client().await;
+    create_pp(
+        &client,
+        "lazy",
+        json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "labelSelector": {"matchLabels": {"bench": "lazy"}}}],
+               "placement": placement("member1"), "activationPreference": "Lazy"}),
+    )
+    .await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    futures::stream::iter(0..templates)
+        .for_each_concurrent(32, |i| {
+            let configmaps = configmaps.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("cm-{i:05}"), "labels": {"bench": "lazy"}},
+                    "data": {"index": i.to_string()},
+                }))
+                .unwrap();
+                configmaps.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .await;
+    eprintln!("created {templates} ConfigMaps in {:?}", started.elapsed());
+    let total = templates as f64;
+    wait_until(
+        "every binding created",
+        std::time::Duration::from_secs(1800),
+        || async {
+            (metric(&env, "flotilla_detector_binding_writes_total{write=\"create\"}").await >= total)
+                .then_some(())
+        },
+    )
+    .await;
+    eprintln!("{templates} bindings created after {:?}", started.elapsed());
+    wait_until(
+        "the creation writes to settle",
+        std::time::Duration::from_secs(600),
+        || async {
+            let status = pp_status(&client, "lazy").await?;
+            (status.bound_templates == Some(templates as i64)
+                && status.pending_activation_templates == Some(0))
+            .then_some(())
+        },
+    )
+    .await;
+    let spec_writes_before = metric(&env, "flotilla_detector_binding_writes_total{write=\"spec\"}").await;
+
+    let edited = Instant::now();
+    patch_pp(&client, "lazy", json!({"placement": placement("member2")})).await;
+    wait_until(
+        "every binding pending",
+        std::time::Duration::from_secs(1800),
+        || async { (metric(&env, "flotilla_detector_pending_lazy_bindings").await >= total).then_some(()) },
+    )
+    .await;
+    let elapsed = edited.elapsed();
+    eprintln!(
+        "lazy placement edit over {templates} templates processed in {elapsed:?} ({:.0} templates/s)",
+        total / elapsed.as_secs_f64()
+    );
+    assert_eq!(
+        metric(&env, "flotilla_detector_binding_writes_total{write=\"spec\"}").await,
+        spec_writes_before,
+        "a Lazy edit writes no binding spec"
+    );
+    let bindings = Api::<ResourceBinding>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(bindings.items.len(), templates);
+    for rb in &bindings.items {
+        assert_eq!(placement_clusters(rb), vec!["member1"], "{}", rb.name_any());
+        assert_eq!(activated(rb).unwrap().1, "LazyActivationPending");
+    }
+}
