@@ -429,7 +429,7 @@ async fn lazy_policy_change_is_pending_until_the_template_changes() {
     .await;
     touch_deployment(&client, "nginx", "1700000000").await;
     let after = wait_binding(&client, "nginx-deployment", "member2 after the edit", |b| {
-        placement_clusters(b) == ["member2"]
+        placement_clusters(b) == ["member2"] && activated(b).is_some_and(|(st, _, _)| st == "True")
     })
     .await;
     assert_eq!(activated(&after).unwrap().0, "True");
@@ -546,7 +546,7 @@ async fn lazy_pending_survives_kill_and_restart() {
     // The template changes: the current generation applies.
     touch_deployment(&client, "nginx", "1").await;
     let after = wait_binding(&client, "nginx-deployment", "member3 after the edit", |b| {
-        placement_clusters(b) == ["member3"]
+        placement_clusters(b) == ["member3"] && activated(b).is_some_and(|(st, _, _)| st == "True")
     })
     .await;
     assert_eq!(activated(&after).unwrap().0, "True");
