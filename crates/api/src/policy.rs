@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::ops::{Deref, DerefMut};
 
 use k8s_openapi::api::core::v1::Toleration;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -216,6 +216,16 @@ pub struct PolicyStatus {
     /// (lazy activation pending).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_activation_templates: Option<i64>,
+
+    /// When the current `spec.resourceSelectors` took effect: the policy's creation, or the
+    /// moment the detector first saw a selector edit. A Lazy policy propagates templates
+    /// created at or after this time at once (seed lazy-activation-preference, Notes 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selectors_observed_at: Option<Time>,
+
+    /// Fingerprint of the `spec.resourceSelectors` that `selectorsObservedAt` belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selectors_fingerprint: Option<String>,
 }
 
 /// Selects resource templates by apiVersion and kind, and optionally namespace, name and labels.

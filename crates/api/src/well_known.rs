@@ -73,6 +73,18 @@ pub const DESIRED_REVISION_ANNOTATION: &str = "flotilla.io/desired-revision";
 /// Annotation on any object: the W3C `traceparent` of the change that last wrote it, so work
 /// picked up from a watch can link to the trace that caused it.
 pub const TRACE_PARENT_ANNOTATION: &str = "flotilla.io/traceparent";
+/// Annotation on a binding: the fingerprint of its template at the binding's last refresh
+/// (lazy activation; see `docs/architecture.md`). Written by the detector.
+pub const TEMPLATE_FINGERPRINT_ANNOTATION: &str = "flotilla.io/template-fingerprint";
+/// Annotation on a binding: `<policy uid>/<generation>` whose propagation fields the binding's
+/// spec reflects. Written by the detector.
+pub const POLICY_GENERATION_ANNOTATION: &str = "flotilla.io/policy-generation";
+/// Annotation on a template: its fingerprint when a Lazy policy claimed it without creating its
+/// binding. Written by the detector.
+pub const LAZY_BASELINE_ANNOTATION: &str = "flotilla.io/lazy-baseline";
+/// Annotation on a template: `<policy uid>/<generation>` the user allows the detector to
+/// activate for this template even though it did not change (`flotilla activate`).
+pub const ACTIVATE_ANNOTATION: &str = "flotilla.io/activate";
 /// Field manager flotilla's services use for their writes.
 pub const FIELD_MANAGER: &str = "flotilla";
 

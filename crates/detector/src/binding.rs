@@ -1,0 +1,660 @@
+//! The binding the detector writes for a template: its desired spec, the merge patch that
+//! changes only the detector's own spec fields, and the comparison lazy activation needs.
+//!
+//! The detector owns `spec.resource`, `replicas`, `replicaRequirements`, `placement`,
+//! `propagateDeps`, `conflictResolution`, `suspension`, `preserveResourcesOnDeletion`,
+//! `schedulerName` and `failover` ([`OWNED_SPEC_FIELDS`]); `spec.clusters` belongs to the
+//! scheduler and `spec.requiredBy` to the dependency distributor, so patches never name them.
+
+use flotilla_api::policy::{Placement, PropagationSpec, Suspension};
+use flotilla_api::well_known::DEFAULT_SCHEDULER_NAME;
+use flotilla_api::work::{ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use serde_json::{Map, Value, json};
+
+use crate::keys::TemplateKey;
+
+/// The spec fields the detector writes, by JSON name.
+pub const OWNED_SPEC_FIELDS: &[&str] = &[
+    "resource",
+    "replicas",
+    "replicaRequirements",
+    "placement",
+    "propagateDeps",
+    "conflictResolution",
+    "suspension",
+    "preserveResourcesOnDeletion",
+    "schedulerName",
+    "failover",
+];
+
+/// A ResourceBinding or ClusterResourceBinding, as the detector reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BindingView {
+    /// Namespace; `None` for a ClusterResourceBinding.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `{"metadata": ...}`: labels, annotations and owner references as JSON.
+    pub object: Value,
+    /// The spec.
+    pub spec: ResourceBindingSpec,
+    /// `status.conditions`.
+    pub conditions: Vec<Condition>,
+}
+
+impl BindingView {
+    /// A view of a ResourceBinding.
+    pub fn from_resource_binding(binding: &ResourceBinding) -> Self {
+        Self::new(
+            &binding.metadata,
+            binding.spec.clone(),
+            binding
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// A view of a ClusterResourceBinding.
+    pub fn from_cluster_resource_binding(binding: &ClusterResourceBinding) -> Self {
+        Self::new(
+            &binding.metadata,
+            binding.spec.0.clone(),
+            binding
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default(),
+        )
+    }
+
+    fn new(
+        metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        spec: ResourceBindingSpec,
+        conditions: Vec<Condition>,
+    ) -> Self {
+        Self {
+            namespace: metadata.namespace.clone().filter(|ns| !ns.is_empty()),
+            name: metadata.name.clone().unwrap_or_default(),
+            uid: metadata.uid.clone(),
+            generation: metadata.generation,
+            resource_version: metadata.resource_version.clone(),
+            object: json!({ "metadata": serde_json::to_value(metadata).unwrap_or(Value::Null) }),
+            spec,
+            conditions,
+        }
+    }
+
+    /// One annotation's value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+    }
+
+    /// Whether the binding has an owner reference to the object with `uid`.
+    pub fn is_owned_by(&self, uid: &str) -> bool {
+        self.object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+            })
+    }
+
+    /// The owner references with `extra` appended; `extra` is the controller reference only if
+    /// the binding has no controller yet (an object has at most one).
+    pub fn owner_references_with(&self, extra: &Value) -> Value {
+        let mut refs = self
+            .object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let has_controller = refs
+            .iter()
+            .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
+        let mut extra = extra.clone();
+        if has_controller && let Some(map) = extra.as_object_mut() {
+            map.insert("controller".into(), Value::Bool(false));
+        }
+        refs.push(extra);
+        Value::Array(refs)
+    }
+}
+
+/// The binding spec the detector wants for `template` under `policy`. `resource_version` is
+/// the template resourceVersion to record (see `docs/architecture.md`: it moves only with the
+/// fingerprint). Fails when the interpreter rejects the template (the error names the field).
+pub fn desired_spec(
+    template: &Value,
+    key: &TemplateKey,
+    policy: &PropagationSpec,
+    resource_version: Option<String>,
+) -> Result<ResourceBindingSpec, flotilla_interpreter::InterpretError> {
+    let replicas = flotilla_interpreter::replicas(template)?;
+    let (replicas, replica_requirements) = match replicas {
+        Some(info) => (info.replicas, info.requirements),
+        None => (0, None),
+    };
+    Ok(ResourceBindingSpec {
+        resource: ObjectReference {
+            api_version: key.gvk.api_version.clone(),
+            kind: key.gvk.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            uid: template
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            resource_version,
+        },
+        propagate_deps: policy.propagate_deps,
+        replica_requirements,
+        replicas,
+        placement: Some(policy.placement.clone()),
+        scheduler_name: Some(policy.scheduler_name().to_owned()),
+        failover: policy.failover.clone(),
+        conflict_resolution: Some(policy.conflict_resolution()),
+        suspension: policy.suspension.as_ref().map(Suspension::canonical),
+        preserve_resources_on_deletion: policy.preserve_resources_on_deletion,
+        ..Default::default()
+    })
+}
+
+/// The detector-owned fields of a spec as a JSON object.
+pub fn owned_fields(spec: &ResourceBindingSpec) -> Map<String, Value> {
+    let Ok(Value::Object(all)) = serde_json::to_value(spec) else {
+        return Map::new();
+    };
+    all.into_iter()
+        .filter(|(k, v)| OWNED_SPEC_FIELDS.contains(&k.as_str()) && !v.is_null())
+        .collect()
+}
+
+/// The `spec` merge patch that turns the detector-owned fields of `current` into those of
+/// `desired`, or `None` when they are equal.
+pub fn spec_patch(current: &ResourceBindingSpec, desired: &ResourceBindingSpec) -> Option<Value> {
+    merge_patch(
+        &Value::Object(owned_fields(current)),
+        &Value::Object(owned_fields(desired)),
+    )
+}
+
+/// An RFC 7386 JSON merge patch from `current` to `desired` (`None` when equal): removed keys
+/// become `null`, nested objects are patched key by key, everything else is replaced whole.
+/// `desired` must not contain `null`s (they would read as deletions).
+pub fn merge_patch(current: &Value, desired: &Value) -> Option<Value> {
+    match (current, desired) {
+        (Value::Object(current), Value::Object(desired)) => {
+            let mut patch = Map::new();
+            for key in current.keys() {
+                if !desired.contains_key(key) {
+                    patch.insert(key.clone(), Value::Null);
+                }
+            }
+            for (key, wanted) in desired {
+                match current.get(key) {
+                    Some(have) if have == wanted => {}
+                    Some(have @ Value::Object(_)) if wanted.is_object() => {
+                        if let Some(inner) = merge_patch(have, wanted) {
+                            patch.insert(key.clone(), inner);
+                        }
+                    }
+                    _ => {
+                        patch.insert(key.clone(), wanted.clone());
+                    }
+                }
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        _ if current == desired => None,
+        _ => Some(desired.clone()),
+    }
+}
+
+/// Whether the propagation fields (the ones a policy contributes: placement, propagateDeps,
+/// conflictResolution, suspension, failover, preserveResourcesOnDeletion, schedulerName) of two
+/// specs mean the same, with defaults applied (absent conflictResolution is `Abort`, absent
+/// schedulerName is `default-scheduler`, an empty placement or suspension is none).
+pub fn propagation_equal(a: &ResourceBindingSpec, b: &ResourceBindingSpec) -> bool {
+    fn placement(spec: &ResourceBindingSpec) -> Placement {
+        spec.placement.clone().unwrap_or_default()
+    }
+    fn suspension(spec: &ResourceBindingSpec) -> Suspension {
+        spec.suspension
+            .as_ref()
+            .map(Suspension::canonical)
+            .unwrap_or_default()
+    }
+    fn scheduler(spec: &ResourceBindingSpec) -> &str {
+        spec.scheduler_name.as_deref().unwrap_or(DEFAULT_SCHEDULER_NAME)
+    }
+    placement(a) == placement(b)
+        && a.propagate_deps == b.propagate_deps
+        && a.conflict_resolution() == b.conflict_resolution()
+        && suspension(a) == suspension(b)
+        && a.failover == b.failover
+        && a.preserve_resources_on_deletion() == b.preserve_resources_on_deletion()
+        && scheduler(a) == scheduler(b)
+}
+
+/// The controller owner reference a binding carries to its template.
+pub fn owner_reference(key: &TemplateKey, uid: &str) -> Value {
+    json!({
+        "apiVersion": key.gvk.api_version,
+        "kind": key.gvk.kind,
+        "name": key.name,
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// A complete new binding object for `key`: a ResourceBinding in the template's namespace, or a
+/// ClusterResourceBinding for a cluster-scoped template.
+pub fn new_binding(
+    key: &TemplateKey,
+    template_uid: &str,
+    metadata: Map<String, Value>,
+    spec: &ResourceBindingSpec,
+) -> Value {
+    let mut meta = Map::new();
+    meta.insert("name".into(), Value::String(key.binding_name()));
+    if let Some(ns) = &key.namespace {
+        meta.insert("namespace".into(), Value::String(ns.clone()));
+    }
+    for (field, value) in metadata {
+        // Creation has nothing to remove: drop the nulls a patch would carry.
+        if let Value::Object(map) = value {
+            let kept: Map<String, Value> = map.into_iter().filter(|(_, v)| !v.is_null()).collect();
+            if !kept.is_empty() {
+                meta.insert(field, Value::Object(kept));
+            }
+        }
+    }
+    meta.insert(
+        "ownerReferences".into(),
+        Value::Array(vec![owner_reference(key, template_uid)]),
+    );
+    json!({
+        "apiVersion": format!("{}/{}", flotilla_api::work::GROUP, flotilla_api::work::BINDING_VERSION),
+        "kind": if key.namespace.is_some() { "ResourceBinding" } else { "ClusterResourceBinding" },
+        "metadata": Value::Object(meta),
+        "spec": Value::Object(owned_fields(spec)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_api::policy::{
+        ApplicationFailoverBehavior, ClusterAffinity, ConflictResolution, FailoverBehavior, ResourceSelector,
+        SuspendClusters,
+    };
+    use flotilla_api::work::TargetCluster;
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::keys::Gvk;
+
+    fn deployment() -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "uid": "t-uid", "resourceVersion": "7"},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}
+            ]}}},
+        })
+    }
+
+    fn deployment_key() -> TemplateKey {
+        TemplateKey {
+            gvk: Gvk::new("apps/v1", "Deployment"),
+            namespace: Some("default".into()),
+            name: "web".into(),
+        }
+    }
+
+    fn policy() -> PropagationSpec {
+        PropagationSpec {
+            resource_selectors: vec![ResourceSelector {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                ..Default::default()
+            }],
+            placement: Placement {
+                cluster_affinity: Some(ClusterAffinity {
+                    cluster_names: vec!["member1".into()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let spec = desired_spec(&deployment(), &deployment_key(), &policy(), Some("7".into())).unwrap();
+        assert_eq!(
+            spec.resource,
+            ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("default".into()),
+                name: "web".into(),
+                uid: Some("t-uid".into()),
+                resource_version: Some("7".into()),
+            }
+        );
+        assert_eq!(spec.replicas, 3);
+        let requirements = spec.replica_requirements.clone().unwrap();
+        assert_eq!(requirements.resource_request["cpu"].0, "100m");
+        assert_eq!(spec.placement, Some(policy().placement));
+        assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+        assert_eq!(spec.conflict_resolution, Some(ConflictResolution::Abort));
+        assert!(!spec.propagate_deps);
+        assert_eq!(spec.suspension, None);
+        assert_eq!(spec.failover, None);
+        assert_eq!(spec.preserve_resources_on_deletion, None);
+        assert!(spec.clusters.is_empty());
+        assert!(spec.required_by.is_empty());
+    }
+
+    #[test]
+    fn every_policy_field_is_carried() {
+        let mut p = policy();
+        p.propagate_deps = true;
+        p.scheduler_name = Some("my-scheduler".into());
+        p.conflict_resolution = Some(ConflictResolution::Overwrite);
+        p.preserve_resources_on_deletion = Some(true);
+        p.failover = Some(FailoverBehavior {
+            application: Some(ApplicationFailoverBehavior {
+                grace_period_seconds: Some(30),
+                ..Default::default()
+            }),
+            cluster: None,
+        });
+        p.suspension = Some(Suspension {
+            dispatching: Some(false),
+            dispatching_on_clusters: Some(SuspendClusters {
+                cluster_names: vec!["member2".into()],
+            }),
+            ..Default::default()
+        });
+        // Fields that are not propagation fields never reach the binding.
+        p.priority = Some(9);
+        p.activation_preference = Some(flotilla_api::ActivationPreference::Lazy);
+        let spec = desired_spec(&deployment(), &deployment_key(), &p, None).unwrap();
+        assert!(spec.propagate_deps);
+        assert_eq!(spec.scheduler_name.as_deref(), Some("my-scheduler"));
+        assert_eq!(spec.conflict_resolution, Some(ConflictResolution::Overwrite));
+        assert_eq!(spec.preserve_resources_on_deletion, Some(true));
+        assert_eq!(spec.failover, p.failover);
+        assert_eq!(spec.suspension, p.suspension);
+        assert_eq!(spec.resource.resource_version, None);
+        let owned = owned_fields(&spec);
+        let keys: Vec<&str> = owned.keys().map(String::as_str).collect();
+        for key in &keys {
+            assert!(OWNED_SPEC_FIELDS.contains(key), "{key}");
+        }
+        assert!(!keys.contains(&"priority"));
+    }
+
+    #[test]
+    fn suspension_is_written_in_canonical_spelling() {
+        let mut p = policy();
+        p.suspension = Some(Suspension {
+            suspend_dispatching: Some(true),
+            ..Default::default()
+        });
+        let spec = desired_spec(&deployment(), &deployment_key(), &p, None).unwrap();
+        assert_eq!(
+            spec.suspension,
+            Some(Suspension {
+                dispatching: Some(true),
+                ..Default::default()
+            })
+        );
+        p.suspension = Some(Suspension {
+            suspend_dispatching_on_clusters: Some(SuspendClusters {
+                cluster_names: vec!["member1".into()],
+            }),
+            ..Default::default()
+        });
+        let spec = desired_spec(&deployment(), &deployment_key(), &p, None).unwrap();
+        let json = serde_json::to_value(&spec.suspension).unwrap();
+        assert_eq!(
+            json,
+            json!({"dispatchingOnClusters": {"clusterNames": ["member1"]}})
+        );
+    }
+
+    #[test]
+    fn kinds_without_replicas_and_cluster_scope() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default", "uid": "c"}, "data": {"a": "b"}});
+        let key = TemplateKey {
+            gvk: Gvk::new("v1", "ConfigMap"),
+            namespace: Some("default".into()),
+            name: "cfg".into(),
+        };
+        let spec = desired_spec(&cm, &key, &policy(), None).unwrap();
+        assert_eq!(spec.replicas, 0);
+        assert_eq!(spec.replica_requirements, None);
+        assert!(!owned_fields(&spec).contains_key("replicas"));
+
+        let ns_key = TemplateKey {
+            gvk: Gvk::new("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            namespace: None,
+            name: "system:viewer".into(),
+        };
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:viewer", "uid": "r"}});
+        let spec = desired_spec(&role, &ns_key, &policy(), None).unwrap();
+        assert_eq!(spec.resource.namespace, None);
+        let object = new_binding(&ns_key, "r", Map::new(), &spec);
+        assert_eq!(object["kind"], "ClusterResourceBinding");
+        assert_eq!(object["metadata"]["name"], "system.viewer-clusterrole");
+        assert!(object["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn malformed_templates_are_rejected_with_the_field() {
+        let mut bad = deployment();
+        bad["spec"]["replicas"] = json!("three");
+        let err = desired_spec(&bad, &deployment_key(), &policy(), None).unwrap_err();
+        assert_eq!(err.path(), "spec.replicas");
+    }
+
+    #[test]
+    fn new_binding_object() {
+        let spec = desired_spec(&deployment(), &deployment_key(), &policy(), Some("7".into())).unwrap();
+        let mut metadata = Map::new();
+        metadata.insert(
+            "annotations".into(),
+            json!({"flotilla.io/policy-generation": "p/1", "gone": null}),
+        );
+        let object = new_binding(&deployment_key(), "t-uid", metadata, &spec);
+        assert_eq!(object["apiVersion"], "work.karmada.io/v1alpha2");
+        assert_eq!(object["kind"], "ResourceBinding");
+        assert_eq!(object["metadata"]["name"], "web-deployment");
+        assert_eq!(object["metadata"]["namespace"], "default");
+        assert_eq!(
+            object["metadata"]["annotations"],
+            json!({"flotilla.io/policy-generation": "p/1"})
+        );
+        assert_eq!(
+            object["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "t-uid", "controller": true, "blockOwnerDeletion": true}])
+        );
+        let parsed: ResourceBinding = serde_json::from_value(object).unwrap();
+        assert_eq!(parsed.spec, spec);
+    }
+
+    #[test]
+    fn merge_patches() {
+        assert_eq!(merge_patch(&json!({"a": 1}), &json!({"a": 1})), None);
+        assert_eq!(
+            merge_patch(&json!({"a": 1}), &json!({"a": 2})),
+            Some(json!({"a": 2}))
+        );
+        assert_eq!(
+            merge_patch(&json!({"a": 1, "b": 2}), &json!({"a": 1})),
+            Some(json!({"b": null}))
+        );
+        assert_eq!(
+            merge_patch(&json!({"p": {"x": 1, "y": 2}}), &json!({"p": {"x": 1, "z": 3}})),
+            Some(json!({"p": {"y": null, "z": 3}}))
+        );
+        assert_eq!(
+            merge_patch(&json!({"l": [1, 2]}), &json!({"l": [1]})),
+            Some(json!({"l": [1]}))
+        );
+        assert_eq!(
+            merge_patch(&json!({"o": 1}), &json!({"o": {"a": 1}})),
+            Some(json!({"o": {"a": 1}}))
+        );
+        assert_eq!(
+            merge_patch(&json!({"o": {"a": 1}}), &json!({"o": 1})),
+            Some(json!({"o": 1}))
+        );
+        assert_eq!(merge_patch(&json!(1), &json!(2)), Some(json!(2)));
+    }
+
+    #[test]
+    fn spec_patch_touches_only_owned_fields() {
+        let desired = desired_spec(&deployment(), &deployment_key(), &policy(), Some("7".into())).unwrap();
+        let mut current = desired.clone();
+        current.clusters = vec![TargetCluster {
+            name: "member1".into(),
+            replicas: 3,
+        }];
+        current.required_by = vec![flotilla_api::BindingSnapshot {
+            namespace: Some("default".into()),
+            name: "other".into(),
+            clusters: vec![],
+        }];
+        assert_eq!(
+            spec_patch(&current, &desired),
+            None,
+            "scheduler/distributor fields are ignored"
+        );
+
+        // Placement switches from clusterAffinity to clusterAffinities: the old key is removed.
+        let mut p = policy();
+        p.placement = Placement {
+            cluster_affinities: vec![flotilla_api::policy::ClusterAffinityTerm {
+                affinity_name: "a".into(),
+                affinity: ClusterAffinity {
+                    cluster_names: vec!["member2".into()],
+                    ..Default::default()
+                },
+                overflow_affinities: vec![],
+            }],
+            ..Default::default()
+        };
+        p.suspension = None;
+        let mut with_suspension = desired.clone();
+        with_suspension.suspension = Some(Suspension {
+            dispatching: Some(true),
+            ..Default::default()
+        });
+        let new = desired_spec(&deployment(), &deployment_key(), &p, Some("7".into())).unwrap();
+        let patch = spec_patch(&with_suspension, &new).unwrap();
+        assert_eq!(
+            patch,
+            json!({
+                "placement": {"clusterAffinity": null, "clusterAffinities": [{"affinityName": "a", "clusterNames": ["member2"]}]},
+                "suspension": null,
+            })
+        );
+        // Replicas going to zero for a kind change is removed rather than written as 0.
+        let mut zero = desired.clone();
+        zero.replicas = 0;
+        assert_eq!(spec_patch(&desired, &zero), Some(json!({"replicas": null})));
+    }
+
+    #[test]
+    fn propagation_equality_applies_defaults() {
+        let spec = desired_spec(&deployment(), &deployment_key(), &policy(), None).unwrap();
+        let mut bare = spec.clone();
+        bare.conflict_resolution = None;
+        bare.scheduler_name = None;
+        bare.preserve_resources_on_deletion = Some(false);
+        bare.suspension = Some(Suspension::default());
+        assert!(propagation_equal(&spec, &bare));
+        // Template-derived fields are not propagation fields.
+        let mut other_template = spec.clone();
+        other_template.replicas = 9;
+        other_template.resource.resource_version = Some("99".into());
+        assert!(propagation_equal(&spec, &other_template));
+        // Alias spelling of suspension means the same.
+        let mut alias = spec.clone();
+        alias.suspension = Some(Suspension {
+            suspend_dispatching: Some(true),
+            ..Default::default()
+        });
+        let mut canonical = spec.clone();
+        canonical.suspension = Some(Suspension {
+            dispatching: Some(true),
+            ..Default::default()
+        });
+        assert!(propagation_equal(&alias, &canonical));
+        let mut cases: Vec<ResourceBindingSpec> = Vec::new();
+        let mut s = spec.clone();
+        s.placement = None;
+        cases.push(s);
+        let mut s = spec.clone();
+        s.propagate_deps = true;
+        cases.push(s);
+        let mut s = spec.clone();
+        s.conflict_resolution = Some(ConflictResolution::Overwrite);
+        cases.push(s);
+        cases.push(canonical);
+        let mut s = spec.clone();
+        s.failover = Some(FailoverBehavior::default());
+        cases.push(s);
+        let mut s = spec.clone();
+        s.preserve_resources_on_deletion = Some(true);
+        cases.push(s);
+        let mut s = spec.clone();
+        s.scheduler_name = Some("other".into());
+        cases.push(s);
+        for case in cases {
+            assert!(!propagation_equal(&spec, &case), "{case:?}");
+        }
+    }
+
+    #[test]
+    fn binding_view_metadata() {
+        let mut rb: ResourceBinding = serde_json::from_value(json!({
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "web-deployment", "namespace": "default", "uid": "b", "generation": 2,
+                "annotations": {"flotilla.io/template-fingerprint": "abc"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other", "controller": true}]},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+        }))
+        .unwrap();
+        let view = BindingView::from_resource_binding(&rb);
+        assert_eq!(view.namespace.as_deref(), Some("default"));
+        assert_eq!(view.annotation("flotilla.io/template-fingerprint"), Some("abc"));
+        assert!(view.is_owned_by("other"));
+        assert!(!view.is_owned_by("t-uid"));
+        let refs = view.owner_references_with(&owner_reference(&deployment_key(), "t-uid"));
+        assert_eq!(refs.as_array().unwrap().len(), 2);
+        assert_eq!(refs[1]["controller"], false, "only one controller reference");
+        rb.metadata.owner_references = None;
+        let view = BindingView::from_resource_binding(&rb);
+        let refs = view.owner_references_with(&owner_reference(&deployment_key(), "t-uid"));
+        assert_eq!(refs[0]["controller"], true);
+    }
+}

@@ -1,0 +1,1286 @@
+//! The detector's I/O: caches (kube-runtime reflectors) of policies, bindings and every
+//! template kind the policies select, two work queues (policies, templates), and the reconcile
+//! functions that read the caches, call the pure planners and perform the writes.
+//!
+//! Caches may lag behind the API. Every write is idempotent and every change produces a watch
+//! event that queues the object again, so a decision taken on a stale cache is corrected on the
+//! next pass — with one exception that matters for lazy activation: a decision that *refreshes
+//! a binding of a Lazy policy* (or records a lazy baseline) is taken again on objects read fresh
+//! from the API before anything is written, so a lagging cache can never make a pending policy
+//! change take effect.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use flotilla_api::policy::{ClusterPropagationPolicy, PolicyStatus, PropagationPolicy, PropagationSpec};
+use flotilla_api::well_known::{
+    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, POLICY_GENERATION_ANNOTATION,
+    PROPAGATION_POLICY_PERMANENT_ID_LABEL, conditions::POLICY_ACTIVATED, reasons,
+};
+use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
+use flotilla_proto::v1::scheduler_client::SchedulerClient;
+use flotilla_proto::v1::{BindingRef, ScheduleRequest};
+use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DynamicObject, Patch};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher::Config};
+use kube::{Api, Client, Resource};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, field};
+
+use crate::api::{
+    ApiError, BindingApi, binding_ref, get_template, patch_params, patch_template, template_json,
+};
+use crate::binding::BindingView;
+use crate::claim::Claim;
+use crate::events::EventRecorder;
+use crate::keys::{Gvk, PolicyKey, PolicyKind, TemplateKey};
+use crate::lazy::{LazyAction, RefreshReason};
+use crate::matching::PolicyView;
+use crate::metrics::metrics;
+use crate::plan::{BindingWrite, ConditionChange, Outcome, TemplateInput, TemplatePlan, plan_template};
+use crate::policy::{
+    Counts, cluster_propagation_policy_view, desired_status, propagation_policy_view, selectors_observation,
+};
+
+/// Tunables of the controller.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// The scheduler's gRPC address (`http://host:port`); `None` disables the fast-path call.
+    pub scheduler_addr: Option<String>,
+    /// Template workers.
+    pub workers: usize,
+    /// How often every template is reconciled again even without events (a safety net).
+    pub resync: Duration,
+    /// The longest wait between attempts to watch a kind that is not served (yet).
+    pub kind_retry_max: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        Self {
+            scheduler_addr: None,
+            workers: 8,
+            resync: Duration::from_secs(600),
+            kind_retry_max: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Errors of one reconcile; the key is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// An API call failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The binding appeared (or vanished) between the cache read and the write; retried.
+    #[error("binding {0} changed concurrently; retrying")]
+    Race(String),
+}
+
+/// One watched template kind.
+struct KindWatch {
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+    synced: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for KindWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Default)]
+struct Synced {
+    propagation_policies: AtomicBool,
+    cluster_propagation_policies: AtomicBool,
+    resource_bindings: AtomicBool,
+    cluster_resource_bindings: AtomicBool,
+}
+
+impl Synced {
+    fn all(&self) -> bool {
+        self.propagation_policies.load(Ordering::Acquire)
+            && self.cluster_propagation_policies.load(Ordering::Acquire)
+            && self.resource_bindings.load(Ordering::Acquire)
+            && self.cluster_resource_bindings.load(Ordering::Acquire)
+    }
+}
+
+/// State shared by the detector's tasks.
+pub struct Detector {
+    client: Client,
+    options: ControllerOptions,
+    propagation_policies: Store<PropagationPolicy>,
+    cluster_propagation_policies: Store<ClusterPropagationPolicy>,
+    resource_bindings: Store<ResourceBinding>,
+    cluster_resource_bindings: Store<ClusterResourceBinding>,
+    synced: Synced,
+    kinds: RwLock<BTreeMap<Gvk, Arc<KindWatch>>>,
+    views: RwLock<BTreeMap<PolicyKey, PolicyView>>,
+    /// Selectors observations made by this process whose status write may not have landed.
+    observed: Mutex<HashMap<String, (String, Timestamp)>>,
+    /// `(generation, valid)` per policy uid whose templates were last queued: an optimisation
+    /// only (a restart queues everything again), never an input of a decision.
+    fanned_out: Mutex<HashMap<String, (i64, bool)>>,
+    templates: crate::queue::Queue<TemplateKey>,
+    policies: crate::queue::Queue<PolicyKey>,
+    status_dirty: Mutex<BTreeSet<PolicyKey>>,
+    kinds_changed: tokio::sync::watch::Sender<u64>,
+    events: EventRecorder,
+    scheduler: Option<SchedulerClient<TracedChannel>>,
+    schedule_slots: Arc<Semaphore>,
+    readiness: Readiness,
+}
+
+/// The write sides of the detector's typed caches, handed from [`Detector::new`] to
+/// [`Detector::run`].
+pub struct CacheWriters {
+    propagation_policies: reflector::store::Writer<PropagationPolicy>,
+    cluster_propagation_policies: reflector::store::Writer<ClusterPropagationPolicy>,
+    resource_bindings: reflector::store::Writer<ResourceBinding>,
+    cluster_resource_bindings: reflector::store::Writer<ClusterResourceBinding>,
+}
+
+impl Detector {
+    /// A detector over `client`; [`Detector::run`] starts it.
+    pub fn new(
+        client: Client,
+        options: ControllerOptions,
+        readiness: Readiness,
+    ) -> Result<(Arc<Self>, CacheWriters), flotilla_rpc::client::ClientError> {
+        let scheduler = match options.scheduler_addr.as_deref().filter(|a| !a.is_empty()) {
+            Some(address) => Some(SchedulerClient::new(flotilla_rpc::connect(
+                address,
+                &flotilla_rpc::ClientOptions::default(),
+            )?)),
+            None => None,
+        };
+        let pp = reflector::store::Writer::default();
+        let cpp = reflector::store::Writer::default();
+        let rb = reflector::store::Writer::default();
+        let crb = reflector::store::Writer::default();
+        let detector = Arc::new(Self {
+            propagation_policies: pp.as_reader(),
+            cluster_propagation_policies: cpp.as_reader(),
+            resource_bindings: rb.as_reader(),
+            cluster_resource_bindings: crb.as_reader(),
+            events: EventRecorder::new(client.clone()),
+            client,
+            options,
+            synced: Synced::default(),
+            kinds: RwLock::default(),
+            views: RwLock::default(),
+            observed: Mutex::default(),
+            fanned_out: Mutex::default(),
+            templates: crate::queue::Queue::new(),
+            policies: crate::queue::Queue::new(),
+            status_dirty: Mutex::default(),
+            kinds_changed: tokio::sync::watch::channel(0).0,
+            scheduler,
+            schedule_slots: Arc::new(Semaphore::new(64)),
+            readiness,
+        });
+        let writers = CacheWriters {
+            propagation_policies: pp,
+            cluster_propagation_policies: cpp,
+            resource_bindings: rb,
+            cluster_resource_bindings: crb,
+        };
+        Ok((detector, writers))
+    }
+
+    /// Runs until `shutdown`: watches, kind management, workers, status upkeep.
+    pub async fn run(self: Arc<Self>, writers: CacheWriters, shutdown: CancellationToken) {
+        let CacheWriters {
+            propagation_policies: pp,
+            cluster_propagation_policies: cpp,
+            resource_bindings: rb,
+            cluster_resource_bindings: crb,
+        } = writers;
+        self.readiness.set("kube-api", false, "not checked yet");
+        self.readiness.set("caches", false, "syncing");
+        let mut tasks: Vec<JoinHandle<()>> = vec![
+            tokio::spawn(Arc::clone(&self).watch_api()),
+            tokio::spawn(Arc::clone(&self).watch_policies(pp, cpp)),
+            tokio::spawn(Arc::clone(&self).watch_bindings(rb, crb)),
+            tokio::spawn(Arc::clone(&self).manage_kinds()),
+            tokio::spawn(Arc::clone(&self).upkeep()),
+            tokio::spawn(Arc::clone(&self).policy_worker()),
+        ];
+        for _ in 0..self.options.workers.max(1) {
+            tasks.push(tokio::spawn(Arc::clone(&self).template_worker()));
+        }
+        shutdown.cancelled().await;
+        for task in &tasks {
+            task.abort();
+        }
+        self.kinds.write().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Watches.
+    // ------------------------------------------------------------------------------------------
+
+    async fn watch_api(self: Arc<Self>) {
+        loop {
+            match self.client.apiserver_version().await {
+                Ok(version) => {
+                    self.readiness
+                        .set("kube-api", true, format!("reachable ({})", version.git_version))
+                }
+                Err(error) => self.readiness.set("kube-api", false, error.to_string()),
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    }
+
+    async fn watch_policies(
+        self: Arc<Self>,
+        pp: reflector::store::Writer<PropagationPolicy>,
+        cpp: reflector::store::Writer<ClusterPropagationPolicy>,
+    ) {
+        let this = Arc::clone(&self);
+        let pps = watch(
+            Api::<PropagationPolicy>::all(self.client.clone()),
+            pp,
+            move |event| match event {
+                Change::Applied(policy) => this.policy_changed(policy_key_of_pp(policy)),
+                Change::Deleted(policy) => this.policy_changed(policy_key_of_pp(policy)),
+                Change::Synced => {
+                    this.synced.propagation_policies.store(true, Ordering::Release);
+                    this.resync_policies();
+                }
+            },
+        );
+        let this = Arc::clone(&self);
+        let cpps = watch(
+            Api::<ClusterPropagationPolicy>::all(self.client.clone()),
+            cpp,
+            move |event| match event {
+                Change::Applied(policy) | Change::Deleted(policy) => this.policy_changed(PolicyKey::cluster(
+                    policy.metadata.name.clone().unwrap_or_default(),
+                )),
+                Change::Synced => {
+                    this.synced
+                        .cluster_propagation_policies
+                        .store(true, Ordering::Release);
+                    this.resync_policies();
+                }
+            },
+        );
+        futures::join!(pps, cpps);
+    }
+
+    async fn watch_bindings(
+        self: Arc<Self>,
+        rb: reflector::store::Writer<ResourceBinding>,
+        crb: reflector::store::Writer<ClusterResourceBinding>,
+    ) {
+        let this = Arc::clone(&self);
+        let rbs = watch(
+            Api::<ResourceBinding>::all(self.client.clone()),
+            rb,
+            move |event| match event {
+                Change::Applied(b) | Change::Deleted(b) => this.binding_changed(&b.spec.resource),
+                Change::Synced => {
+                    this.synced.resource_bindings.store(true, Ordering::Release);
+                    this.update_readiness();
+                }
+            },
+        );
+        let this = Arc::clone(&self);
+        let crbs = watch(
+            Api::<ClusterResourceBinding>::all(self.client.clone()),
+            crb,
+            move |event| match event {
+                Change::Applied(b) | Change::Deleted(b) => this.binding_changed(&b.spec.resource),
+                Change::Synced => {
+                    this.synced
+                        .cluster_resource_bindings
+                        .store(true, Ordering::Release);
+                    this.update_readiness();
+                }
+            },
+        );
+        futures::join!(rbs, crbs);
+    }
+
+    fn policy_changed(&self, key: PolicyKey) {
+        self.rebuild_view(&key);
+        self.policies.add(key);
+        self.kinds_changed.send_modify(|n| *n = n.wrapping_add(1));
+        self.update_readiness();
+    }
+
+    /// After a (re)list, policies deleted while the watch was down produced no event: queue
+    /// every known policy so the gone ones are noticed.
+    fn resync_policies(&self) {
+        let keys: Vec<PolicyKey> = self.read_views().keys().cloned().collect();
+        for key in keys {
+            self.policy_changed(key);
+        }
+        for policy in self.propagation_policies.state() {
+            self.policy_changed(policy_key_of_pp(&policy));
+        }
+        for policy in self.cluster_propagation_policies.state() {
+            self.policy_changed(PolicyKey::cluster(
+                policy.metadata.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+
+    fn binding_changed(&self, resource: &flotilla_api::ObjectReference) {
+        let gvk = Gvk::new(resource.api_version.clone(), resource.kind.clone());
+        if self.read_kinds().contains_key(&gvk) {
+            self.templates.add(TemplateKey {
+                gvk,
+                namespace: resource.namespace.clone().filter(|ns| !ns.is_empty()),
+                name: resource.name.clone(),
+            });
+        }
+    }
+
+    fn template_changed(&self, gvk: &Gvk, object: &DynamicObject) {
+        let key = TemplateKey {
+            gvk: gvk.clone(),
+            namespace: object.metadata.namespace.clone().filter(|ns| !ns.is_empty()),
+            name: object.metadata.name.clone().unwrap_or_default(),
+        };
+        self.templates.add(key);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Policy views.
+    // ------------------------------------------------------------------------------------------
+
+    fn read_views(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<PolicyKey, PolicyView>> {
+        self.views.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read_kinds(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Gvk, Arc<KindWatch>>> {
+        self.kinds.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn observation(&self, uid: Option<&String>) -> Option<(String, Timestamp)> {
+        let uid = uid?;
+        self.observed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uid)
+            .cloned()
+    }
+
+    /// Rebuilds the cached view of one policy from the store.
+    fn rebuild_view(&self, key: &PolicyKey) {
+        let view = match key.kind {
+            PolicyKind::PropagationPolicy => self
+                .propagation_policies
+                .get(&ObjectRef::new(&key.name).within(key.namespace.as_deref().unwrap_or_default()))
+                .map(|p| propagation_policy_view(&p, self.observation(p.metadata.uid.as_ref()).as_ref())),
+            PolicyKind::ClusterPropagationPolicy => self
+                .cluster_propagation_policies
+                .get(&ObjectRef::new(&key.name))
+                .map(|p| {
+                    cluster_propagation_policy_view(&p, self.observation(p.metadata.uid.as_ref()).as_ref())
+                }),
+        };
+        let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
+        match view {
+            Some(view) => {
+                views.insert(key.clone(), view);
+            }
+            None => {
+                views.remove(key);
+            }
+        }
+    }
+
+    /// The policies that may claim a template of `gvk`: every policy with a selector for the
+    /// kind, plus the current claimant (so an invalid claimant is seen and freezes the
+    /// template even if its broken selectors no longer name the kind).
+    fn candidate_policies(&self, gvk: &Gvk, claim: Option<&Claim>) -> Vec<PolicyView> {
+        let views = self.read_views();
+        let claimant = claim.map(Claim::policy_key);
+        views
+            .iter()
+            .filter(|(key, view)| {
+                Some(*key) == claimant.as_ref()
+                    || view
+                        .spec
+                        .resource_selectors
+                        .iter()
+                        .any(|s| s.api_version == gvk.api_version && s.kind == gvk.kind)
+            })
+            .map(|(_, view)| view.clone())
+            .collect()
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Template kinds.
+    // ------------------------------------------------------------------------------------------
+
+    /// Kinds to watch: every kind any policy (valid or not) selects, and every watched kind
+    /// that still has claimed templates (so their claims can be released when the last
+    /// selector for the kind goes away).
+    fn desired_kinds(&self) -> BTreeSet<Gvk> {
+        let mut kinds: BTreeSet<Gvk> = self
+            .read_views()
+            .values()
+            .flat_map(|v| v.spec.resource_selectors.iter())
+            .map(|s| Gvk::new(s.api_version.clone(), s.kind.clone()))
+            .filter(|gvk| gvk.is_well_formed() && !gvk.is_own_group())
+            .collect();
+        for (gvk, watch) in self.read_kinds().iter() {
+            if !kinds.contains(gvk)
+                && watch
+                    .store
+                    .state()
+                    .iter()
+                    .any(|o| Claim::read_object(&json!({ "metadata": o.metadata })).is_some())
+            {
+                kinds.insert(gvk.clone());
+            }
+        }
+        kinds
+    }
+
+    async fn manage_kinds(self: Arc<Self>) {
+        let mut retry: HashMap<Gvk, (u32, Instant)> = HashMap::new();
+        let mut changes = self.kinds_changed.subscribe();
+        loop {
+            changes.borrow_and_update();
+            let desired = self.desired_kinds();
+            let current: BTreeSet<Gvk> = self.read_kinds().keys().cloned().collect();
+            for gvk in current.difference(&desired) {
+                tracing::info!(kind = %gvk, "no policy selects the kind any more; stopping its watch");
+                self.kinds.write().unwrap_or_else(|p| p.into_inner()).remove(gvk);
+            }
+            retry.retain(|gvk, _| desired.contains(gvk));
+            for gvk in desired.difference(&current) {
+                if retry.get(gvk).is_some_and(|(_, at)| *at > Instant::now()) {
+                    continue;
+                }
+                match self.start_kind(gvk).await {
+                    Ok(()) => {
+                        retry.remove(gvk);
+                    }
+                    Err(error) => {
+                        let failures = retry.get(gvk).map_or(1, |(n, _)| n + 1);
+                        let delay = crate::queue::backoff(failures + 3).min(self.options.kind_retry_max);
+                        if failures == 1 {
+                            tracing::info!(kind = %gvk, %error, "kind is not served (yet); retrying until it is");
+                        }
+                        retry.insert(gvk.clone(), (failures, Instant::now() + delay));
+                    }
+                }
+            }
+            metrics().watched_kinds(self.read_kinds().len());
+            self.update_readiness();
+            let wait = if retry.is_empty() {
+                Duration::from_secs(30)
+            } else {
+                Duration::from_millis(250)
+            };
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    async fn start_kind(self: &Arc<Self>, gvk: &Gvk) -> Result<(), kube::Error> {
+        let gvk_ref = GroupVersionKind::gvk(gvk.group(), gvk.version(), &gvk.kind);
+        let (resource, _capabilities) = kube::discovery::pinned_kind(&self.client, &gvk_ref).await?;
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let synced = Arc::new(AtomicBool::new(false));
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let this = Arc::clone(self);
+        let flag = Arc::clone(&synced);
+        let kind = gvk.clone();
+        let task = tokio::spawn(watch(api, writer, move |event| match event {
+            Change::Applied(object) | Change::Deleted(object) => this.template_changed(&kind, object),
+            Change::Synced => {
+                flag.store(true, Ordering::Release);
+                this.update_readiness();
+            }
+        }));
+        tracing::info!(kind = %gvk, resource = %resource.plural, "watching templates");
+        self.kinds.write().unwrap_or_else(|p| p.into_inner()).insert(
+            gvk.clone(),
+            Arc::new(KindWatch {
+                resource,
+                store,
+                synced,
+                task,
+            }),
+        );
+        Ok(())
+    }
+
+    fn update_readiness(&self) {
+        let kinds = self.read_kinds();
+        let unsynced: Vec<String> = kinds
+            .iter()
+            .filter(|(_, w)| !w.synced.load(Ordering::Acquire))
+            .map(|(gvk, _)| gvk.to_string())
+            .collect();
+        if !self.synced.all() {
+            self.readiness
+                .set("caches", false, "policies and bindings syncing");
+        } else if !unsynced.is_empty() {
+            self.readiness.set(
+                "caches",
+                false,
+                format!("syncing templates: {}", unsynced.join(", ")),
+            );
+        } else {
+            self.readiness
+                .set("caches", true, format!("synced ({} template kinds)", kinds.len()));
+        }
+    }
+
+    /// The template from the cache, as JSON, with its kind's API resource.
+    fn cached_template(&self, key: &TemplateKey) -> Option<(Value, ApiResource)> {
+        let kinds = self.read_kinds();
+        let watch = kinds.get(&key.gvk)?;
+        let mut reference = ObjectRef::new_with(&key.name, watch.resource.clone());
+        if let Some(ns) = &key.namespace {
+            reference = reference.within(ns);
+        }
+        let object = watch.store.get(&reference)?;
+        Some((template_json(&object, key), watch.resource.clone()))
+    }
+
+    fn cached_binding(&self, key: &TemplateKey) -> Option<BindingView> {
+        let name = key.binding_name();
+        match &key.namespace {
+            Some(ns) => self
+                .resource_bindings
+                .get(&ObjectRef::new(&name).within(ns))
+                .map(|b| BindingView::from_resource_binding(&b)),
+            None => self
+                .cluster_resource_bindings
+                .get(&ObjectRef::new(&name))
+                .map(|b| BindingView::from_cluster_resource_binding(&b)),
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Workers.
+    // ------------------------------------------------------------------------------------------
+
+    async fn wait_synced(&self) {
+        while !self.synced.all() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn template_worker(self: Arc<Self>) {
+        // Deciding claims before every policy and binding is known would release claims of
+        // policies not yet seen.
+        self.wait_synced().await;
+        loop {
+            let key = self.templates.next().await;
+            metrics().queue_depth("template", self.templates.len());
+            let started = Instant::now();
+            let span = tracing::info_span!(
+                parent: None,
+                "detector.reconcile",
+                otel.kind = "internal",
+                controller = "template",
+                object = %key,
+                policy = field::Empty,
+                outcome = field::Empty,
+            );
+            let result = self.reconcile_template(&key).instrument(span.clone()).await;
+            match result {
+                Ok(outcome) => {
+                    span.record("outcome", outcome.as_str());
+                    metrics().reconciled("template", outcome.as_str(), started.elapsed());
+                    self.templates.done(&key, true);
+                }
+                Err(error) => {
+                    span.record("outcome", "error");
+                    tracing::warn!(parent: &span, template = %key, %error, "template reconcile failed; retrying");
+                    metrics().failed("template", started.elapsed());
+                    self.templates.done(&key, false);
+                }
+            }
+        }
+    }
+
+    async fn policy_worker(self: Arc<Self>) {
+        self.wait_synced().await;
+        loop {
+            let key = self.policies.next().await;
+            metrics().queue_depth("policy", self.policies.len());
+            let started = Instant::now();
+            let span = tracing::info_span!(
+                parent: None,
+                "detector.reconcile",
+                otel.kind = "internal",
+                controller = "policy",
+                object = %key,
+                policy = %key,
+                outcome = field::Empty,
+            );
+            let result = self.reconcile_policy(&key).instrument(span.clone()).await;
+            match result {
+                Ok(outcome) => {
+                    span.record("outcome", outcome);
+                    metrics().reconciled("policy", outcome, started.elapsed());
+                    self.policies.done(&key, true);
+                }
+                Err(error) => {
+                    span.record("outcome", "error");
+                    tracing::warn!(parent: &span, policy = %key, %error, "policy reconcile failed; retrying");
+                    metrics().failed("policy", started.elapsed());
+                    self.policies.done(&key, false);
+                }
+            }
+        }
+    }
+
+    /// Periodic upkeep: policy status counts (debounced), the pending-lazy gauge, resyncs.
+    async fn upkeep(self: Arc<Self>) {
+        self.wait_synced().await;
+        let mut last_resync = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let dirty: Vec<PolicyKey> =
+                std::mem::take(&mut *self.status_dirty.lock().unwrap_or_else(|p| p.into_inner()))
+                    .into_iter()
+                    .collect();
+            if !dirty.is_empty() {
+                for key in dirty {
+                    self.policies.add(key);
+                }
+                let pending = self
+                    .resource_bindings
+                    .state()
+                    .iter()
+                    .filter(|b| is_lazy_pending(b.status.as_ref().map(|s| s.conditions.as_slice())))
+                    .count()
+                    + self
+                        .cluster_resource_bindings
+                        .state()
+                        .iter()
+                        .filter(|b| is_lazy_pending(b.status.as_ref().map(|s| s.conditions.as_slice())))
+                        .count();
+                metrics().pending_lazy(pending);
+            }
+            metrics().queue_depth("template", self.templates.len());
+            metrics().queue_depth("policy", self.policies.len());
+            if last_resync.elapsed() >= self.options.resync {
+                last_resync = Instant::now();
+                self.queue_all_templates();
+            }
+        }
+    }
+
+    fn queue_all_templates(&self) {
+        let kinds: Vec<(Gvk, Arc<KindWatch>)> = self
+            .read_kinds()
+            .iter()
+            .map(|(g, w)| (g.clone(), Arc::clone(w)))
+            .collect();
+        for (gvk, watch) in kinds {
+            for object in watch.store.state() {
+                self.template_changed(&gvk, &object);
+            }
+        }
+    }
+
+    fn mark_status_dirty(&self, key: Option<PolicyKey>) {
+        if let Some(key) = key {
+            self.status_dirty
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Template reconcile.
+    // ------------------------------------------------------------------------------------------
+
+    async fn reconcile_template(self: &Arc<Self>, key: &TemplateKey) -> Result<Outcome, ReconcileError> {
+        let Some((object, resource)) = self.cached_template(key) else {
+            // Deleted (the binding goes with it through its ownerReference) or no longer
+            // watched.
+            return Ok(Outcome::Ignored);
+        };
+        let previous = Claim::read_object(&object);
+        let policies = self.candidate_policies(&key.gvk, previous.as_ref());
+        let traceparent = flotilla_telemetry::propagation::current_traceparent();
+        let mut binding = self.cached_binding(key);
+        let mut object = object;
+        let mut plan = plan_template(&TemplateInput {
+            key,
+            object: &object,
+            policies: &policies,
+            binding: binding.as_ref(),
+            traceparent: traceparent.as_deref(),
+        });
+        if needs_confirmation(&plan) {
+            // Never let a lagging cache activate a Lazy change: decide again on fresh objects.
+            let Some(fresh) = get_template(&self.client, &resource, key).await? else {
+                return Ok(Outcome::Ignored);
+            };
+            object = fresh;
+            binding = BindingApi::for_template(&self.client, key)
+                .get(&key.binding_name())
+                .await?;
+            let previous = Claim::read_object(&object);
+            let policies = self.candidate_policies(&key.gvk, previous.as_ref());
+            plan = plan_template(&TemplateInput {
+                key,
+                object: &object,
+                policies: &policies,
+                binding: binding.as_ref(),
+                traceparent: traceparent.as_deref(),
+            });
+        }
+        let span = tracing::Span::current();
+        if let Some(policy) = &plan.policy {
+            span.record("policy", field::display(policy));
+        }
+        self.mark_status_dirty(previous.as_ref().map(Claim::policy_key));
+        self.mark_status_dirty(plan.policy.clone());
+        self.execute(key, &resource, &object, binding, &plan).await?;
+        Ok(plan.outcome)
+    }
+
+    async fn execute(
+        self: &Arc<Self>,
+        key: &TemplateKey,
+        resource: &ApiResource,
+        object: &Value,
+        binding: Option<BindingView>,
+        plan: &TemplatePlan,
+    ) -> Result<(), ReconcileError> {
+        if let Some(warning) = &plan.warning {
+            tracing::warn!(template = %key, reason = warning.reason, "{}", warning.message);
+            self.events
+                .warn(template_reference(key, object), warning.reason, &warning.message)
+                .await;
+        }
+        if let Some(patch) = &plan.template_patch
+            && !patch_template(&self.client, resource, key, patch).await?
+        {
+            return Ok(());
+        }
+        let api = BindingApi::for_template(&self.client, key);
+        let now = Timestamp::now();
+        match &plan.binding {
+            BindingWrite::None => {}
+            BindingWrite::Create { object, condition } => {
+                let created = match api.create(object).await {
+                    Ok(created) => created,
+                    Err(error) if error.is_conflict() => {
+                        return Err(ReconcileError::Race(key.binding_name()));
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                metrics().binding_write("create");
+                tracing::info!(template = %key, binding = %created.name, "created binding");
+                self.write_condition(&api, created.clone(), condition, now)
+                    .await?;
+                self.schedule(&created);
+            }
+            BindingWrite::Update {
+                patch,
+                spec_changed,
+                condition,
+            } => {
+                let Some(mut current) = binding else {
+                    return Err(ReconcileError::Race(key.binding_name()));
+                };
+                if let Some(patch) = patch {
+                    current = match api.patch(&current.name, patch, false).await {
+                        Ok(patched) => patched,
+                        Err(error) if error.is_not_found() => {
+                            return Err(ReconcileError::Race(key.binding_name()));
+                        }
+                        Err(error) => return Err(error.into()),
+                    };
+                    metrics().binding_write(if *spec_changed { "spec" } else { "metadata" });
+                    if *spec_changed {
+                        tracing::info!(template = %key, binding = %current.name, "refreshed binding");
+                    }
+                }
+                if let Some(condition) = condition {
+                    self.write_condition(&api, current.clone(), condition, now)
+                        .await?;
+                }
+                if *spec_changed {
+                    self.schedule(&current);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Read-modify-writes the detector's condition with a resourceVersion precondition,
+    /// re-reading on conflict so other writers' conditions are kept.
+    async fn write_condition(
+        &self,
+        api: &BindingApi,
+        mut binding: BindingView,
+        change: &ConditionChange,
+        now: Timestamp,
+    ) -> Result<(), ReconcileError> {
+        for _ in 0..5 {
+            let mut conditions = binding.conditions.clone();
+            if !change.apply(&mut conditions, now) {
+                return Ok(());
+            }
+            let patch = json!({
+                "metadata": {"resourceVersion": binding.resource_version},
+                "status": {"conditions": conditions},
+            });
+            match api.patch(&binding.name, &patch, true).await {
+                Ok(_) => {
+                    metrics().binding_write("status");
+                    return Ok(());
+                }
+                Err(error) if error.is_conflict() => {
+                    let Some(fresh) = api.get(&binding.name).await? else {
+                        return Ok(());
+                    };
+                    binding = fresh;
+                }
+                Err(error) if error.is_not_found() => return Ok(()),
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(ReconcileError::Race(binding.name))
+    }
+
+    /// Tells the scheduler (fast path, in the background, carrying the current trace). A
+    /// failure only delays scheduling: the scheduler watches bindings too.
+    fn schedule(&self, binding: &BindingView) {
+        let Some(client) = self.scheduler.clone() else {
+            return;
+        };
+        let reference: BindingRef = binding_ref(binding);
+        let slots = Arc::clone(&self.schedule_slots);
+        tokio::spawn(
+            async move {
+                let Ok(_permit) = slots.acquire_owned().await else {
+                    return;
+                };
+                let result =
+                    flotilla_rpc::call("flotilla.v1.Scheduler/Schedule", &RetryPolicy::default(), || {
+                        let mut client = client.clone();
+                        let request = ScheduleRequest {
+                            binding: Some(reference.clone()),
+                        };
+                        async move { client.schedule(request).await.map(tonic::Response::into_inner) }
+                    })
+                    .await;
+                match result {
+                    Ok(response) => {
+                        tracing::debug!(binding = %reference.key(), outcome = response.outcome, "scheduled")
+                    }
+                    Err(status) => tracing::info!(
+                        binding = %reference.key(),
+                        code = ?status.code(),
+                        message = status.message(),
+                        "Schedule call failed; the scheduler's watch picks the binding up"
+                    ),
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Policy reconcile.
+    // ------------------------------------------------------------------------------------------
+
+    async fn reconcile_policy(self: &Arc<Self>, key: &PolicyKey) -> Result<&'static str, ReconcileError> {
+        let Some(policy) = self.policy_object(key) else {
+            return Ok(self.policy_gone(key));
+        };
+        let now = Timestamp::now();
+        let uid = policy.metadata.uid.clone().unwrap_or_default();
+        if let Some(observation) =
+            selectors_observation(&policy.spec, &policy.metadata, policy.status.as_ref(), now)
+        {
+            let mut observed = self.observed.lock().unwrap_or_else(|p| p.into_inner());
+            let keep = observed.get(&uid).is_some_and(|(fp, _)| *fp == observation.0);
+            if !keep {
+                observed.insert(uid.clone(), observation);
+            }
+        }
+        self.rebuild_view(key);
+        let Some(view) = self.read_views().get(key).cloned() else {
+            return Ok("gone");
+        };
+        let violations = policy.violations.clone();
+        if let Some(message) = &violations {
+            tracing::warn!(policy = %key, "invalid policy, ignored for matching: {message}");
+            self.events
+                .warn(policy.reference(key), reasons::INVALID_POLICY, message)
+                .await;
+        }
+        self.ensure_permanent_id(key, &policy).await?;
+        let observation = self.observation(Some(&uid));
+        let desired = desired_status(
+            policy.status.as_ref(),
+            policy.metadata.generation,
+            violations.clone(),
+            self.counts(&view),
+            observation.as_ref().filter(|(fp, _)| {
+                policy
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.selectors_fingerprint.as_ref())
+                    != Some(fp)
+            }),
+            now,
+        );
+        if policy.status.as_ref() != Some(&desired) {
+            self.write_policy_status(key, &policy, desired).await?;
+        }
+        let fingerprint = (view.generation, view.valid);
+        let fan_out = self
+            .fanned_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid, fingerprint)
+            != Some(fingerprint);
+        if fan_out {
+            self.queue_templates_of(key, Some(&view.spec));
+        }
+        self.kinds_changed.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(match (violations.is_some(), fan_out) {
+            (true, _) => "invalid-policy",
+            (false, true) => "changed",
+            (false, false) => "unchanged",
+        })
+    }
+
+    fn policy_gone(&self, key: &PolicyKey) -> &'static str {
+        let uid = self.read_views().get(key).map(|v| v.uid.clone());
+        self.rebuild_view(key);
+        if let Some(uid) = uid {
+            self.observed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
+            self.fanned_out
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
+        }
+        self.queue_templates_of(key, None);
+        self.kinds_changed.send_modify(|n| *n = n.wrapping_add(1));
+        "deleted"
+    }
+
+    /// Queues every template the policy may match (its kinds) and every template it claims.
+    fn queue_templates_of(&self, key: &PolicyKey, spec: Option<&PropagationSpec>) {
+        let kinds: Vec<(Gvk, Arc<KindWatch>)> = self
+            .read_kinds()
+            .iter()
+            .map(|(g, w)| (g.clone(), Arc::clone(w)))
+            .collect();
+        for (gvk, watch) in kinds {
+            let selected = spec.is_some_and(|s| {
+                s.resource_selectors
+                    .iter()
+                    .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind)
+            });
+            for object in watch.store.state() {
+                let claimed_by_policy = || {
+                    Claim::read_object(&json!({ "metadata": object.metadata }))
+                        .is_some_and(|c| c.policy_key() == *key)
+                };
+                let in_scope = match key.kind {
+                    PolicyKind::PropagationPolicy => object.metadata.namespace == key.namespace,
+                    PolicyKind::ClusterPropagationPolicy => true,
+                };
+                if (selected && in_scope) || claimed_by_policy() {
+                    self.template_changed(&gvk, &object);
+                }
+            }
+        }
+    }
+
+    /// The policy's template counts from the caches.
+    fn counts(&self, view: &PolicyView) -> Counts {
+        let kinds: Vec<(Gvk, Arc<KindWatch>)> = self
+            .read_kinds()
+            .iter()
+            .map(|(g, w)| (g.clone(), Arc::clone(w)))
+            .collect();
+        let generation = view.generation_ref();
+        let mut counts = Counts::default();
+        for (gvk, watch) in kinds {
+            for object in watch.store.state() {
+                let Some(claim) = Claim::read_object(&json!({ "metadata": object.metadata })) else {
+                    continue;
+                };
+                if claim.id() != view.uid || claim.policy_key() != view.key {
+                    continue;
+                }
+                counts.bound += 1;
+                let key = TemplateKey {
+                    gvk: gvk.clone(),
+                    namespace: object.metadata.namespace.clone().filter(|ns| !ns.is_empty()),
+                    name: object.metadata.name.clone().unwrap_or_default(),
+                };
+                let reflects = self
+                    .cached_binding(&key)
+                    .is_some_and(|b| b.annotation(POLICY_GENERATION_ANNOTATION) == Some(generation.as_str()));
+                if !reflects {
+                    counts.pending += 1;
+                }
+            }
+        }
+        counts
+    }
+
+    fn policy_object(&self, key: &PolicyKey) -> Option<PolicyObject> {
+        match key.kind {
+            PolicyKind::PropagationPolicy => {
+                let policy = self
+                    .propagation_policies
+                    .get(&ObjectRef::new(&key.name).within(key.namespace.as_deref().unwrap_or_default()))?;
+                Some(PolicyObject {
+                    metadata: policy.metadata.clone(),
+                    spec: policy.spec.clone(),
+                    status: policy.status.clone(),
+                    violations: policy.validate().err().map(|v| v.to_string()),
+                })
+            }
+            PolicyKind::ClusterPropagationPolicy => {
+                let policy = self
+                    .cluster_propagation_policies
+                    .get(&ObjectRef::new(&key.name))?;
+                Some(PolicyObject {
+                    metadata: policy.metadata.clone(),
+                    spec: policy.spec.0.clone(),
+                    status: policy.status.clone(),
+                    violations: policy.validate().err().map(|v| v.to_string()),
+                })
+            }
+        }
+    }
+
+    async fn ensure_permanent_id(
+        &self,
+        key: &PolicyKey,
+        policy: &PolicyObject,
+    ) -> Result<(), ReconcileError> {
+        let label = match key.kind {
+            PolicyKind::PropagationPolicy => PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+            PolicyKind::ClusterPropagationPolicy => CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+        };
+        let Some(uid) = &policy.metadata.uid else {
+            return Ok(());
+        };
+        if policy.metadata.labels.as_ref().and_then(|l| l.get(label)) == Some(uid) {
+            return Ok(());
+        }
+        let patch = json!({"metadata": {"labels": {label: uid}}});
+        let result = match key.kind {
+            PolicyKind::PropagationPolicy => self
+                .pp_api(key)
+                .patch(&key.name, &patch_params(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            PolicyKind::ClusterPropagationPolicy => self
+                .cpp_api()
+                .patch(&key.name, &patch_params(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            // See write_policy_status: an invalid stored spec can make every write refused.
+            Err(kube::Error::Api(e)) if e.code == 422 => Ok(()),
+            Err(source) => Err(ApiError::Kube {
+                action: "labelling policy",
+                object: key.to_string(),
+                source,
+            }
+            .into()),
+        }
+    }
+
+    fn pp_api(&self, key: &PolicyKey) -> Api<PropagationPolicy> {
+        Api::namespaced(self.client.clone(), key.namespace.as_deref().unwrap_or_default())
+    }
+
+    fn cpp_api(&self) -> Api<ClusterPropagationPolicy> {
+        Api::all(self.client.clone())
+    }
+
+    async fn write_policy_status(
+        &self,
+        key: &PolicyKey,
+        policy: &PolicyObject,
+        desired: PolicyStatus,
+    ) -> Result<(), ReconcileError> {
+        let patch = json!({
+            "metadata": {"resourceVersion": policy.metadata.resource_version},
+            "status": desired,
+        });
+        let result = match key.kind {
+            PolicyKind::PropagationPolicy => self
+                .pp_api(key)
+                .patch_status(&key.name, &patch_params(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            PolicyKind::ClusterPropagationPolicy => self
+                .cpp_api()
+                .patch_status(&key.name, &patch_params(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            // A newer version is on its way through the watch, which queues the policy again.
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            // An API server that validates the whole object on status writes refuses any
+            // status of a policy whose stored spec is invalid; retrying cannot help. The
+            // Warning event and the log still report the problem.
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                tracing::warn!(policy = %key, message = %e.message, "the API refuses the policy's status while its spec is invalid");
+                Ok(())
+            }
+            Err(source) => Err(ApiError::Kube {
+                action: "writing policy status",
+                object: key.to_string(),
+                source,
+            }
+            .into()),
+        }
+    }
+}
+
+/// A policy of either kind, as the policy reconcile needs it.
+struct PolicyObject {
+    metadata: ObjectMeta,
+    spec: PropagationSpec,
+    status: Option<PolicyStatus>,
+    violations: Option<String>,
+}
+
+impl PolicyObject {
+    fn reference(&self, key: &PolicyKey) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(format!(
+                "{}/{}",
+                flotilla_api::policy::GROUP,
+                flotilla_api::policy::VERSION
+            )),
+            kind: Some(key.kind.as_str().to_owned()),
+            name: Some(key.name.clone()),
+            namespace: key.namespace.clone(),
+            uid: self.metadata.uid.clone(),
+            resource_version: self.metadata.resource_version.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+fn policy_key_of_pp(policy: &PropagationPolicy) -> PolicyKey {
+    PolicyKey::propagation(
+        policy.metadata.namespace.clone().unwrap_or_default(),
+        policy.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn template_reference(key: &TemplateKey, object: &Value) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(key.gvk.api_version.clone()),
+        kind: Some(key.gvk.kind.clone()),
+        name: Some(key.name.clone()),
+        namespace: key.namespace.clone(),
+        uid: object
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+/// Whether a plan acts on a Lazy decision that must be confirmed on fresh objects: refreshing a
+/// binding because the template changed, was created after the policy, or was activated, or
+/// recording a lazy baseline.
+pub fn needs_confirmation(plan: &TemplatePlan) -> bool {
+    plan.lazy.is_some_and(|decision| {
+        decision.write_baseline
+            || matches!(
+                decision.action,
+                LazyAction::Refresh(
+                    RefreshReason::TemplateChanged
+                        | RefreshReason::CreatedAfterPolicy
+                        | RefreshReason::Activated
+                )
+            )
+    })
+}
+
+fn is_lazy_pending(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>) -> bool {
+    conditions
+        .and_then(|c| flotilla_api::conditions::find(c, POLICY_ACTIVATED))
+        .is_some_and(|c| c.status == "False" && c.reason == reasons::LAZY_ACTIVATION_PENDING)
+}
+
+/// What a watch reports to its handler.
+enum Change<'a, K> {
+    Applied(&'a K),
+    Deleted(&'a K),
+    /// The initial list (or a relist) completed.
+    Synced,
+}
+
+/// Runs a reflector-backed watch forever, reporting changes to `handle`. Watch errors are
+/// retried with kube-runtime's default backoff.
+async fn watch<K, F>(api: Api<K>, writer: reflector::store::Writer<K>, mut handle: F)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+    F: FnMut(Change<'_, K>) + Send,
+{
+    let stream = watcher::watcher(api, Config::default()).default_backoff();
+    let stream = reflector::reflector(writer, stream);
+    futures::pin_mut!(stream);
+    let mut seen_error = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Apply(object) | Event::InitApply(object)) => handle(Change::Applied(&object)),
+            Ok(Event::Delete(object)) => handle(Change::Deleted(&object)),
+            Ok(Event::Init) => {}
+            Ok(Event::InitDone) => handle(Change::Synced),
+            Err(error) => {
+                let message = error.to_string();
+                if seen_error.insert(message.clone()) {
+                    tracing::warn!(error = %message, "watch failed; retrying with backoff");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Names of the objects the detector works on: resource kinds, templates, policies, and the
+//! binding name Karmada derives from a template.
+
+use std::fmt;
+
+/// A resource kind as a policy selects it: exact `apiVersion` and `kind`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Gvk {
+    /// `v1` or `<group>/<version>`.
+    pub api_version: String,
+    /// The kind, e.g. `Deployment`.
+    pub kind: String,
+}
+
+impl Gvk {
+    /// A kind from its apiVersion and kind.
+    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// The API group; empty for the core group.
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(group, _)| group)
+            .unwrap_or("")
+    }
+
+    /// The API version without the group.
+    pub fn version(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(_, version)| version)
+            .unwrap_or(&self.api_version)
+    }
+
+    /// Whether the kind can be watched at all: a well-formed apiVersion and a kind.
+    pub fn is_well_formed(&self) -> bool {
+        let parts: Vec<&str> = self.api_version.split('/').collect();
+        !self.kind.is_empty() && parts.len() <= 2 && parts.iter().all(|p| !p.is_empty())
+    }
+
+    /// Whether objects of this kind are never templates: flotilla's (Karmada's) own API groups.
+    pub fn is_own_group(&self) -> bool {
+        is_own_group(self.group())
+    }
+}
+
+impl fmt::Display for Gvk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.api_version, self.kind)
+    }
+}
+
+/// Whether `group` is one of flotilla's own API groups, whose objects are never propagated.
+pub fn is_own_group(group: &str) -> bool {
+    matches!(
+        group,
+        flotilla_api::policy::GROUP | flotilla_api::work::GROUP | flotilla_api::cluster::GROUP
+    )
+}
+
+/// One resource template.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TemplateKey {
+    /// Its kind.
+    pub gvk: Gvk,
+    /// Its namespace; `None` for cluster-scoped templates.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+impl TemplateKey {
+    /// `namespace/name` or `name`.
+    pub fn object_key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// The name of the template's binding.
+    pub fn binding_name(&self) -> String {
+        binding_name(&self.gvk.kind, &self.name)
+    }
+}
+
+impl fmt::Display for TemplateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.gvk, self.object_key())
+    }
+}
+
+/// The two policy kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyKind {
+    /// Namespaced `PropagationPolicy`.
+    PropagationPolicy,
+    /// Cluster-scoped `ClusterPropagationPolicy`.
+    ClusterPropagationPolicy,
+}
+
+impl PolicyKind {
+    /// The kind as written in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyKind::PropagationPolicy => "PropagationPolicy",
+            PolicyKind::ClusterPropagationPolicy => "ClusterPropagationPolicy",
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One policy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyKey {
+    /// PropagationPolicy or ClusterPropagationPolicy.
+    pub kind: PolicyKind,
+    /// Namespace of a PropagationPolicy; `None` for a ClusterPropagationPolicy.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl PolicyKey {
+    /// A PropagationPolicy's key.
+    pub fn propagation(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            kind: PolicyKind::PropagationPolicy,
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        }
+    }
+
+    /// A ClusterPropagationPolicy's key.
+    pub fn cluster(name: impl Into<String>) -> Self {
+        Self {
+            kind: PolicyKind::ClusterPropagationPolicy,
+            namespace: None,
+            name: name.into(),
+        }
+    }
+
+    /// `namespace/name` or `name`.
+    pub fn object_key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.object_key())
+    }
+}
+
+/// The binding name of a template: `<name>-<kind>` lower-cased, with `:` (allowed in some RBAC
+/// names, not in a binding's) replaced by `.` — Karmada's `names.GenerateBindingName`.
+pub fn binding_name(kind: &str, name: &str) -> String {
+    format!("{}-{}", name.replace(':', "."), kind).to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gvk_parts() {
+        let deploy = Gvk::new("apps/v1", "Deployment");
+        assert_eq!(deploy.group(), "apps");
+        assert_eq!(deploy.version(), "v1");
+        assert!(deploy.is_well_formed());
+        let cm = Gvk::new("v1", "ConfigMap");
+        assert_eq!(cm.group(), "");
+        assert_eq!(cm.version(), "v1");
+        assert!(cm.is_well_formed());
+        for bad in [
+            Gvk::new("", "X"),
+            Gvk::new("a/b/c", "X"),
+            Gvk::new("/v1", "X"),
+            Gvk::new("apps/", "X"),
+            Gvk::new("v1", ""),
+        ] {
+            assert!(!bad.is_well_formed(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn own_groups_are_never_templates() {
+        for api_version in [
+            "policy.karmada.io/v1alpha1",
+            "work.karmada.io/v1alpha2",
+            "work.karmada.io/v1alpha1",
+            "cluster.karmada.io/v1alpha1",
+        ] {
+            assert!(Gvk::new(api_version, "X").is_own_group(), "{api_version}");
+        }
+        for api_version in ["v1", "apps/v1", "policy/v1", "example.io/v1"] {
+            assert!(!Gvk::new(api_version, "X").is_own_group(), "{api_version}");
+        }
+    }
+
+    #[test]
+    fn binding_names_follow_karmada() {
+        assert_eq!(binding_name("Deployment", "nginx"), "nginx-deployment");
+        assert_eq!(
+            binding_name("ClusterRole", "system:aggregate-to-edit"),
+            "system.aggregate-to-edit-clusterrole"
+        );
+        assert_eq!(binding_name("Workflow", "Nightly"), "nightly-workflow");
+    }
+
+    #[test]
+    fn display() {
+        let key = TemplateKey {
+            gvk: Gvk::new("apps/v1", "Deployment"),
+            namespace: Some("default".into()),
+            name: "web".into(),
+        };
+        assert_eq!(key.to_string(), "apps/v1 Deployment default/web");
+        assert_eq!(key.binding_name(), "web-deployment");
+        assert_eq!(
+            PolicyKey::propagation("default", "pp").to_string(),
+            "PropagationPolicy default/pp"
+        );
+        assert_eq!(
+            PolicyKey::cluster("cpp").to_string(),
+            "ClusterPropagationPolicy cpp"
+        );
+    }
+}

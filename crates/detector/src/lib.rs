@@ -1,0 +1,117 @@
+//! # flotilla-detector
+//!
+//! The resource detector: it watches PropagationPolicies, ClusterPropagationPolicies and every
+//! resource kind they select (discovered at run time, built-in or CRD), decides which policy
+//! claims each resource template, writes the claim onto the template and the template's
+//! ResourceBinding (or ClusterResourceBinding), and implements lazy policy activation
+//! (`activationPreference: Lazy`). After writing a binding it calls the scheduler's `Schedule`
+//! (fast path; the scheduler also watches bindings).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`keys`] | kinds, template and policy keys, binding names |
+//! | [`matching`] | selector matching, priorities, preemption, the claim decision (Karmada semantics, with source locations) |
+//! | [`claim`] | claim labels and annotations |
+//! | [`fingerprint`] | the template fingerprint ("the template changed") |
+//! | [`binding`] | the binding's desired spec and the merge patches of the detector's own fields |
+//! | [`lazy`] | the lazy activation decision |
+//! | [`plan`] | one template reconcile as a pure function |
+//! | [`policy`] | policy views and the policy status the detector maintains |
+//! | [`activate`] | `flotilla activate`'s mechanism |
+//! | [`controller`] | caches, queues, reconciles and writes (the I/O) |
+//! | [`queue`], [`events`], [`metrics`], [`api`] | plumbing |
+//!
+//! ## Decisions worth knowing
+//!
+//! - **Between policy kinds a PropagationPolicy wins** over any ClusterPropagationPolicy,
+//!   whatever the explicit priorities, because Karmada's detector looks for a PropagationPolicy
+//!   first (`pkg/detector/policy.go`, `propagateResource`). Preemption follows
+//!   `pkg/detector/preemption.go`; see [`matching`].
+//! - **Invalid policies** (`validate()` fails) get `Valid=False` (reason `InvalidPolicy`, the
+//!   message lists every violation with its field) and a Warning event, and are ignored for
+//!   matching. Templates they already claim stay claimed and are **frozen**: neither their claim
+//!   nor their binding changes (not even through preemption or a template edit) until the
+//!   policy is valid again or deleted.
+//! - **A released template keeps its binding** (policy deleted or no longer matching): only the
+//!   claim metadata is removed from template and binding; the binding and the member objects
+//!   stay until another policy takes over or the template is deleted (garbage collection
+//!   through the binding's ownerReference).
+//! - **Lazy activation is decided from stored objects only** (fingerprints, recorded policy
+//!   generations, the lazy baseline, the policy's `status.selectorsObservedAt`), so it survives
+//!   restarts; see [`lazy`] and [`policy`] for the approximation while the detector is down.
+//!   A binding whose Lazy policy change is pending carries `PolicyActivated=False` (reason
+//!   `LazyActivationPending`) and the policy counts such templates in
+//!   `status.pendingActivationTemplates`.
+//! - **`flotilla activate`** sets `flotilla.io/activate` on a template (see [`activate`]); the
+//!   annotation is left in place afterwards, harmlessly.
+//! - A kind that is not served yet (CRD installed later) is retried until it is; a kind no
+//!   policy selects any more stops being watched once its templates' claims are released. A
+//!   kind removed from every policy while the detector is down keeps stale claims on its
+//!   templates until a policy selects the kind again (then they are released or replaced).
+
+pub mod activate;
+pub mod api;
+pub mod binding;
+pub mod claim;
+pub mod controller;
+pub mod events;
+pub mod fingerprint;
+pub mod keys;
+pub mod lazy;
+pub mod matching;
+pub mod metrics;
+pub mod plan;
+pub mod policy;
+pub mod queue;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use activate::{ActivateError, Activation, TemplateRef, activate};
+pub use controller::{ControllerOptions, Detector};
+
+/// Everything the detector process needs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// gRPC listen address (health).
+    pub grpc_addr: SocketAddr,
+    /// Ops HTTP listen address (`/metrics`, `/healthz`, `/livez`, `/readyz`).
+    pub metrics_addr: SocketAddr,
+    /// Controller tunables (scheduler address, workers, resync).
+    pub controller: ControllerOptions,
+}
+
+/// Errors starting the detector.
+#[derive(Debug, thiserror::Error)]
+pub enum DetectorError {
+    /// A listener or the gRPC server failed.
+    #[error(transparent)]
+    Runtime(#[from] flotilla_runtime::RuntimeError),
+    /// The scheduler address is invalid.
+    #[error("--scheduler-addr: {0}")]
+    Scheduler(#[from] flotilla_rpc::client::ClientError),
+}
+
+/// Runs the detector until `shutdown`: the ops endpoint, the gRPC health service, and the
+/// controller.
+pub async fn run(
+    client: kube::Client,
+    config: Config,
+    shutdown: flotilla_runtime::Shutdown,
+) -> Result<(), DetectorError> {
+    let readiness = flotilla_rpc::Readiness::new(&[]);
+    let ops = flotilla_runtime::ops::serve(config.metrics_addr, readiness.clone(), shutdown.clone()).await?;
+    let grpc = flotilla_runtime::grpc::GrpcListener::bind(config.grpc_addr).await?;
+    tracing::info!(metrics = %ops, grpc = %grpc.address(), "flotilla-detector starting");
+    metrics::metrics();
+    let (detector, writers) = Detector::new(client, config.controller, readiness.clone())?;
+    let server = tokio::spawn(grpc.serve(tonic::service::Routes::default(), readiness, shutdown.clone()));
+    detector.run(writers, shutdown.clone()).await;
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(result)) => result?,
+        Ok(Err(join)) => tracing::warn!(error = %join, "gRPC server task failed"),
+        Err(_) => tracing::warn!("gRPC server did not stop within 5s"),
+    }
+    tracing::info!("flotilla-detector stopped");
+    Ok(())
+}

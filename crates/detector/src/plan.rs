@@ -1,0 +1,476 @@
+//! One template's reconcile as a pure function: from the template, the policies and the
+//! binding (all as stored), the writes that bring them to the desired state.
+//!
+//! [`plan_template`] combines the claim decision ([`crate::matching`]), the lazy decision
+//! ([`crate::lazy`]) and the binding content ([`crate::binding`]). The controller only reads the
+//! inputs from its caches (or, when a write depends on it, from the API) and performs the
+//! writes; running the plan again on the result yields no writes.
+
+use flotilla_api::conditions;
+use flotilla_api::well_known::{
+    ACTIVATE_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL, POLICY_GENERATION_ANNOTATION,
+    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION, conditions::POLICY_ACTIVATED,
+    is_reserved_namespace, reasons,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use crate::binding::{
+    BindingView, desired_spec, new_binding, owner_reference, propagation_equal, spec_patch,
+};
+use crate::claim::{Claim, OwnedMetadata};
+use crate::fingerprint::fingerprint;
+use crate::keys::{PolicyKey, TemplateKey};
+use crate::lazy::{BindingFacts, LazyAction, LazyDecision, LazyInput, decide};
+use crate::matching::{ClaimChange, ClaimDecision, PolicyView, TemplateMeta, decide_claim};
+
+/// The outcome of one template reconcile, as recorded on its trace span and in metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Not a template (reserved namespace, flotilla's own kinds, a member copy, being deleted).
+    Ignored,
+    /// Claimed by an invalid policy: frozen.
+    InvalidPolicy,
+    /// The interpreter rejected the template; the claim is kept, the binding not written.
+    InvalidTemplate,
+    /// A policy claimed the template (hit, preemption or replacement of a gone claimant).
+    Claimed,
+    /// The template's claim was released and no policy claims it.
+    Unclaimed,
+    /// The binding was created or its spec changed.
+    Refreshed,
+    /// A Lazy policy change is pending for the template.
+    LazySkipped,
+    /// Nothing needed changing (metadata or conditions may still have been brought in line).
+    Unchanged,
+}
+
+impl Outcome {
+    /// The label value: `claimed`, `lazy-skipped`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ignored => "ignored",
+            Outcome::InvalidPolicy => "invalid-policy",
+            Outcome::InvalidTemplate => "invalid-template",
+            Outcome::Claimed => "claimed",
+            Outcome::Unclaimed => "unclaimed",
+            Outcome::Refreshed => "refreshed",
+            Outcome::LazySkipped => "lazy-skipped",
+            Outcome::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// A Warning event to emit on the template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// Event reason.
+    pub reason: &'static str,
+    /// Event message (names the field).
+    pub message: String,
+}
+
+/// A change of the detector's `PolicyActivated` condition on a binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConditionChange {
+    /// Set the condition.
+    Set {
+        /// `True` or `False`.
+        status: bool,
+        /// Reason.
+        reason: &'static str,
+        /// Message.
+        message: String,
+    },
+    /// Remove the condition (the binding has no policy any more).
+    Remove,
+}
+
+impl ConditionChange {
+    /// Applies the change to a condition list; returns whether it changed. The controller
+    /// re-applies it to a freshly read list when its status write meets a conflict, so other
+    /// writers' conditions are never lost.
+    pub fn apply(&self, conditions: &mut Vec<Condition>, now: Timestamp) -> bool {
+        match self {
+            ConditionChange::Set {
+                status,
+                reason,
+                message,
+            } => conditions::set(
+                conditions,
+                POLICY_ACTIVATED,
+                *status,
+                reason,
+                message.clone(),
+                None,
+                now,
+            ),
+            ConditionChange::Remove => conditions::remove(conditions, POLICY_ACTIVATED),
+        }
+    }
+}
+
+/// The writes to a template's binding.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BindingWrite {
+    /// Nothing to write.
+    None,
+    /// Create the binding, then set its condition.
+    Create {
+        /// The complete object.
+        object: Value,
+        /// The condition to set after creation.
+        condition: ConditionChange,
+    },
+    /// Change an existing binding.
+    Update {
+        /// Merge patch of the main resource (`metadata` and/or `spec`), if anything changes.
+        patch: Option<Value>,
+        /// Whether the patch changes the spec (the scheduler is told).
+        spec_changed: bool,
+        /// The condition change, if the stored conditions differ from it.
+        condition: Option<ConditionChange>,
+    },
+}
+
+impl BindingWrite {
+    /// Whether the write creates the binding or changes its spec.
+    pub fn changes_spec(&self) -> bool {
+        match self {
+            BindingWrite::None => false,
+            BindingWrite::Create { .. } => true,
+            BindingWrite::Update { spec_changed, .. } => *spec_changed,
+        }
+    }
+
+    /// Whether anything is written.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            BindingWrite::None => true,
+            BindingWrite::Create { .. } => false,
+            BindingWrite::Update { patch, condition, .. } => patch.is_none() && condition.is_none(),
+        }
+    }
+}
+
+/// Everything one template reconcile writes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplatePlan {
+    /// What happened.
+    pub outcome: Outcome,
+    /// The policy that claims (or froze) the template after this reconcile.
+    pub policy: Option<PolicyKey>,
+    /// How the claim changed, when a policy claims the template.
+    pub claim_change: Option<ClaimChange>,
+    /// The lazy decision, when a valid policy claims the template.
+    pub lazy: Option<LazyDecision>,
+    /// Merge patch of the template (`{"metadata": ...}`), if its claim or baseline changes.
+    pub template_patch: Option<Value>,
+    /// The binding writes.
+    pub binding: BindingWrite,
+    /// A Warning event for the template.
+    pub warning: Option<Warning>,
+}
+
+impl TemplatePlan {
+    fn nothing(outcome: Outcome, policy: Option<PolicyKey>) -> Self {
+        Self {
+            outcome,
+            policy,
+            claim_change: None,
+            lazy: None,
+            template_patch: None,
+            binding: BindingWrite::None,
+            warning: None,
+        }
+    }
+
+    /// Whether the plan writes nothing.
+    pub fn is_noop(&self) -> bool {
+        self.template_patch.is_none() && self.binding.is_empty()
+    }
+}
+
+/// The inputs of a template reconcile.
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateInput<'a> {
+    /// The template's key.
+    pub key: &'a TemplateKey,
+    /// The template (with `apiVersion` and `kind` set).
+    pub object: &'a Value,
+    /// The policies that may match it (both kinds, valid or not).
+    pub policies: &'a [PolicyView],
+    /// Its binding, if one exists under the binding name.
+    pub binding: Option<&'a BindingView>,
+    /// The trace to record on a binding whose spec changes.
+    pub traceparent: Option<&'a str>,
+}
+
+/// Whether an object is never a template: reserved namespaces, flotilla's own kinds, objects
+/// flotilla applied (`karmada.io/managed`), and objects being deleted.
+pub fn is_ignored(key: &TemplateKey, object: &Value) -> bool {
+    key.namespace.as_deref().is_some_and(is_reserved_namespace)
+        || key.gvk.is_own_group()
+        || object
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(MANAGED_LABEL))
+            .is_some()
+        || object
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null())
+}
+
+fn template_str<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
+    object.pointer(pointer).and_then(Value::as_str)
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// The message of the `PolicyActivated=False` condition of a binding whose policy change is
+/// pending.
+pub fn pending_message(policy: &PolicyView) -> String {
+    format!(
+        "policy {} generation {} is pending: it takes effect when the template next changes",
+        policy.key, policy.generation
+    )
+}
+
+/// The message of the `PolicyActivated=True` condition.
+pub fn activated_message(policy: &PolicyView) -> String {
+    format!(
+        "the binding reflects policy {} generation {}",
+        policy.key, policy.generation
+    )
+}
+
+/// Plans one template reconcile.
+pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
+    let TemplateInput {
+        key,
+        object,
+        policies,
+        binding,
+        traceparent,
+    } = *input;
+    if is_ignored(key, object) {
+        return TemplatePlan::nothing(Outcome::Ignored, None);
+    }
+    let meta = TemplateMeta::from_object(object);
+    let current = Claim::read_object(object);
+    match decide_claim(&meta, current.as_ref(), policies) {
+        ClaimDecision::Frozen(policy) => {
+            TemplatePlan::nothing(Outcome::InvalidPolicy, Some(policy.key.clone()))
+        }
+        ClaimDecision::Unclaimed { released } => plan_unclaimed(object, binding, released.is_some()),
+        ClaimDecision::Claimed { policy, change } => {
+            plan_claimed(key, object, policy, change, binding, traceparent)
+        }
+    }
+}
+
+fn plan_unclaimed(object: &Value, binding: Option<&BindingView>, released: bool) -> TemplatePlan {
+    // The baseline belongs to the claim it was taken under: a later Lazy claim must judge the
+    // template against its own start, not an older one (seed Case 4).
+    let owned = OwnedMetadata::claim(None).annotation(LAZY_BASELINE_ANNOTATION, None);
+    let template_patch = owned.patch_for(object).map(|m| json!({ "metadata": m }));
+    let binding_write = match binding {
+        Some(b) => {
+            let patch = OwnedMetadata::claim(None)
+                .patch_for(&b.object)
+                .map(|m| json!({ "metadata": m }));
+            let removed = ConditionChange::Remove.apply(&mut b.conditions.clone(), Timestamp::UNIX_EPOCH);
+            BindingWrite::Update {
+                patch,
+                spec_changed: false,
+                condition: removed.then_some(ConditionChange::Remove),
+            }
+        }
+        None => BindingWrite::None,
+    };
+    let outcome = if released || template_patch.is_some() || !binding_write.is_empty() {
+        Outcome::Unclaimed
+    } else {
+        Outcome::Unchanged
+    };
+    TemplatePlan {
+        outcome,
+        policy: None,
+        claim_change: None,
+        lazy: None,
+        template_patch,
+        binding: binding_write,
+        warning: None,
+    }
+}
+
+fn plan_claimed(
+    key: &TemplateKey,
+    object: &Value,
+    policy: &PolicyView,
+    change: ClaimChange,
+    binding: Option<&BindingView>,
+    traceparent: Option<&str>,
+) -> TemplatePlan {
+    let claim = Claim::of(policy);
+    let mut template_owned = OwnedMetadata::claim(Some(&claim));
+    let fp = fingerprint(object);
+    let generation_ref = policy.generation_ref();
+    let binding_fp = binding.and_then(|b| b.annotation(TEMPLATE_FINGERPRINT_ANNOTATION));
+    // spec.resource.resourceVersion moves only with the content (docs/architecture.md).
+    let resource_version = match binding {
+        Some(b) if binding_fp == Some(fp.as_str()) => b.spec.resource.resource_version.clone(),
+        _ => template_str(object, "/metadata/resourceVersion").map(str::to_owned),
+    };
+    let claimed = !matches!(change, ClaimChange::Kept);
+    let desired = match desired_spec(object, key, &policy.spec, resource_version) {
+        Ok(desired) => desired,
+        Err(error) => {
+            return TemplatePlan {
+                outcome: Outcome::InvalidTemplate,
+                policy: Some(policy.key.clone()),
+                claim_change: Some(change),
+                lazy: None,
+                template_patch: template_owned.patch_for(object).map(|m| json!({ "metadata": m })),
+                binding: BindingWrite::None,
+                warning: Some(Warning {
+                    reason: "InvalidTemplate",
+                    message: format!("cannot build the binding of {key} under {}: {error}", policy.key),
+                }),
+            };
+        }
+    };
+    let template_created = template_str(object, "/metadata/creationTimestamp").and_then(|s| s.parse().ok());
+    let lazy = decide(&LazyInput {
+        lazy: policy.spec.is_lazy(),
+        policy_generation: &generation_ref,
+        fingerprint: &fp,
+        template_created,
+        selectors_since: policy.selectors_since,
+        baseline: annotation(object, LAZY_BASELINE_ANNOTATION),
+        activation: annotation(object, ACTIVATE_ANNOTATION),
+        binding: binding.map(|b| BindingFacts {
+            fingerprint: binding_fp,
+            policy_generation: b.annotation(POLICY_GENERATION_ANNOTATION),
+            propagation_matches: propagation_equal(&b.spec, &desired),
+        }),
+    });
+    if lazy.write_baseline {
+        template_owned = template_owned.annotation(LAZY_BASELINE_ANNOTATION, Some(fp.clone()));
+    }
+    let template_patch = template_owned.patch_for(object).map(|m| json!({ "metadata": m }));
+
+    let mut binding_owned = OwnedMetadata::claim(Some(&claim));
+    let activated = ConditionChange::Set {
+        status: true,
+        reason: reasons::POLICY_ACTIVATED,
+        message: activated_message(policy),
+    };
+    let binding_write = match (lazy.action, binding) {
+        (LazyAction::Refresh(_), None) => {
+            binding_owned = binding_owned
+                .annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.clone()))
+                .annotation(POLICY_GENERATION_ANNOTATION, Some(generation_ref.clone()))
+                .annotation(TRACE_PARENT_ANNOTATION, traceparent.map(str::to_owned));
+            let metadata = binding_owned.patch_for(&json!({})).unwrap_or_default();
+            let template_uid = template_str(object, "/metadata/uid").unwrap_or_default();
+            BindingWrite::Create {
+                object: new_binding(key, template_uid, metadata, &desired),
+                condition: activated,
+            }
+        }
+        (LazyAction::Refresh(_), Some(b)) => {
+            let spec = spec_patch(&b.spec, &desired);
+            binding_owned = binding_owned
+                .annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.clone()))
+                .annotation(POLICY_GENERATION_ANNOTATION, Some(generation_ref.clone()));
+            if spec.is_some()
+                && let Some(traceparent) = traceparent
+            {
+                binding_owned =
+                    binding_owned.annotation(TRACE_PARENT_ANNOTATION, Some(traceparent.to_owned()));
+            }
+            update(b, key, object, &binding_owned, spec, activated)
+        }
+        (LazyAction::Record, Some(b)) => {
+            binding_owned =
+                binding_owned.annotation(POLICY_GENERATION_ANNOTATION, Some(generation_ref.clone()));
+            update(b, key, object, &binding_owned, None, activated)
+        }
+        (LazyAction::Current, Some(b)) => update(b, key, object, &binding_owned, None, activated),
+        (LazyAction::Pending, Some(b)) => update(
+            b,
+            key,
+            object,
+            &binding_owned,
+            None,
+            ConditionChange::Set {
+                status: false,
+                reason: reasons::LAZY_ACTIVATION_PENDING,
+                message: pending_message(policy),
+            },
+        ),
+        (_, None) => BindingWrite::None,
+    };
+    let outcome = if claimed {
+        Outcome::Claimed
+    } else if binding_write.changes_spec() {
+        Outcome::Refreshed
+    } else if lazy.action == LazyAction::Pending {
+        Outcome::LazySkipped
+    } else {
+        Outcome::Unchanged
+    };
+    TemplatePlan {
+        outcome,
+        policy: Some(policy.key.clone()),
+        claim_change: Some(change),
+        lazy: Some(lazy),
+        template_patch,
+        binding: binding_write,
+        warning: None,
+    }
+}
+
+fn update(
+    binding: &BindingView,
+    key: &TemplateKey,
+    object: &Value,
+    owned: &OwnedMetadata,
+    spec: Option<Value>,
+    condition: ConditionChange,
+) -> BindingWrite {
+    let mut patch = Map::new();
+    let mut metadata = owned.patch_for(&binding.object).unwrap_or_default();
+    if let Some(uid) = template_str(object, "/metadata/uid")
+        && !binding.is_owned_by(uid)
+    {
+        metadata.insert(
+            "ownerReferences".into(),
+            binding.owner_references_with(&owner_reference(key, uid)),
+        );
+    }
+    if !metadata.is_empty() {
+        patch.insert("metadata".into(), Value::Object(metadata));
+    }
+    let spec_changed = spec.is_some();
+    if let Some(spec) = spec {
+        patch.insert("spec".into(), spec);
+    }
+    // The transition time does not matter for "would it change".
+    let changes = condition.apply(&mut binding.conditions.clone(), Timestamp::UNIX_EPOCH);
+    BindingWrite::Update {
+        patch: (!patch.is_empty()).then_some(Value::Object(patch)),
+        spec_changed,
+        condition: changes.then_some(condition),
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,881 @@
+//! Tests of [`super::plan_template`]: claims, binding content, lazy activation and the seed's
+//! cases, each run through the whole pure reconcile and then re-run on its own result to prove
+//! it settles.
+
+#![allow(clippy::unwrap_used)]
+
+use flotilla_api::policy::{
+    ClusterAffinity, Placement, PreemptionBehavior, PropagationSpec, ResourceSelector,
+};
+use flotilla_api::well_known::{
+    ACTIVATE_ANNOTATION, LAZY_BASELINE_ANNOTATION, POLICY_GENERATION_ANNOTATION,
+    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
+};
+use flotilla_api::work::ResourceBinding;
+use flotilla_api::{ActivationPreference, ResourceBindingStatus};
+use k8s_openapi::jiff::Timestamp;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::binding::BindingView;
+use crate::keys::{Gvk, PolicyKey, TemplateKey};
+use crate::lazy::{LazyAction, RefreshReason};
+use crate::matching::{ClaimChange, PolicyView};
+
+fn ts(seconds: i64) -> Timestamp {
+    Timestamp::from_second(seconds).unwrap()
+}
+
+fn key() -> TemplateKey {
+    TemplateKey {
+        gvk: Gvk::new("apps/v1", "Deployment"),
+        namespace: Some("default".into()),
+        name: "nginx".into(),
+    }
+}
+
+/// The nginx Deployment of the seed, created at `created` seconds.
+fn nginx(created: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {
+            "name": "nginx", "namespace": "default", "uid": "nginx-uid", "resourceVersion": "10",
+            "creationTimestamp": ts(created).to_string(), "labels": {"app": "nginx"},
+        },
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}},
+    })
+}
+
+fn selector() -> ResourceSelector {
+    ResourceSelector {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: Some("nginx".into()),
+        ..Default::default()
+    }
+}
+
+fn placement(cluster: &str) -> Placement {
+    Placement {
+        cluster_affinity: Some(ClusterAffinity {
+            cluster_names: vec![cluster.into()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn policy(key: PolicyKey, cluster: &str, lazy: bool, since: i64) -> PolicyView {
+    PolicyView {
+        uid: format!("uid-{}", key.name),
+        key,
+        generation: 1,
+        spec: PropagationSpec {
+            resource_selectors: vec![selector()],
+            placement: placement(cluster),
+            activation_preference: lazy.then_some(ActivationPreference::Lazy),
+            ..Default::default()
+        },
+        valid: true,
+        deleting: false,
+        selectors_since: Some(ts(since)),
+    }
+}
+
+fn pp(name: &str, cluster: &str, lazy: bool, since: i64) -> PolicyView {
+    policy(PolicyKey::propagation("default", name), cluster, lazy, since)
+}
+
+fn cpp(name: &str, cluster: &str, lazy: bool, since: i64) -> PolicyView {
+    policy(PolicyKey::cluster(name), cluster, lazy, since)
+}
+
+/// A policy edit: a new generation with a new placement.
+fn edited(mut p: PolicyView, cluster: &str) -> PolicyView {
+    p.generation += 1;
+    p.spec.placement = placement(cluster);
+    p
+}
+
+/// Applies a JSON merge patch (RFC 7386).
+fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(patch) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let map = target.as_object_mut().unwrap();
+            for (k, v) in patch {
+                if v.is_null() {
+                    map.remove(k);
+                } else {
+                    merge(map.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+/// A control plane in memory: one template and its binding, updated by applying plans the way
+/// the controller does.
+struct World {
+    template: Value,
+    binding: Option<Value>,
+    writes: Vec<&'static str>,
+    schedules: usize,
+}
+
+impl World {
+    fn new(template: Value) -> Self {
+        Self {
+            template,
+            binding: None,
+            writes: vec![],
+            schedules: 0,
+        }
+    }
+
+    fn view(&self) -> Option<BindingView> {
+        self.binding.as_ref().map(|b| {
+            let rb: ResourceBinding = serde_json::from_value(b.clone()).unwrap();
+            BindingView::from_resource_binding(&rb)
+        })
+    }
+
+    fn plan(&self, policies: &[PolicyView]) -> TemplatePlan {
+        let view = self.view();
+        plan_template(&TemplateInput {
+            key: &key(),
+            object: &self.template,
+            policies,
+            binding: view.as_ref(),
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        })
+    }
+
+    /// Plans and applies; returns the plan.
+    fn reconcile(&mut self, policies: &[PolicyView]) -> TemplatePlan {
+        let plan = self.plan(policies);
+        if let Some(patch) = &plan.template_patch {
+            merge(&mut self.template, patch);
+            self.writes.push("template");
+        }
+        match &plan.binding {
+            BindingWrite::None => {}
+            BindingWrite::Create { object, condition } => {
+                let mut object = object.clone();
+                let mut conditions = vec![];
+                condition.apply(&mut conditions, ts(10_000));
+                object["status"] = json!({ "conditions": conditions });
+                self.binding = Some(object);
+                self.writes.push("binding-create");
+                self.schedules += 1;
+            }
+            BindingWrite::Update {
+                patch,
+                spec_changed,
+                condition,
+            } => {
+                let binding = self.binding.as_mut().unwrap();
+                if let Some(patch) = patch {
+                    merge(binding, patch);
+                    self.writes.push(if *spec_changed {
+                        "binding-spec"
+                    } else {
+                        "binding-metadata"
+                    });
+                }
+                if *spec_changed {
+                    self.schedules += 1;
+                }
+                if let Some(condition) = condition {
+                    let view = self.view().unwrap();
+                    let mut conditions = view.conditions.clone();
+                    assert!(
+                        condition.apply(&mut conditions, ts(10_000)),
+                        "a planned condition change changes"
+                    );
+                    self.binding.as_mut().unwrap()["status"] = json!({ "conditions": conditions });
+                    self.writes.push("binding-status");
+                }
+            }
+        }
+        // A second pass on the result writes nothing: the reconcile is idempotent.
+        let again = self.plan(policies);
+        assert!(
+            again.is_noop(),
+            "not settled after {plan:#?}\nsecond plan {again:#?}"
+        );
+        plan
+    }
+
+    /// A user edit of the template (the seed's `refresh-time` label).
+    fn touch(&mut self, value: &str) {
+        self.template["metadata"]["labels"]["refresh-time"] = json!(value);
+        let rv: u64 = self.template["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        self.template["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+    }
+
+    fn clusters(&self) -> Option<Vec<String>> {
+        let view = self.view()?;
+        Some(
+            view.spec
+                .placement
+                .and_then(|p| p.cluster_affinity)
+                .map(|a| a.cluster_names)
+                .unwrap_or_default(),
+        )
+    }
+
+    fn claim(&self) -> Option<PolicyKey> {
+        crate::claim::Claim::read_object(&self.template).map(|c| c.policy_key())
+    }
+
+    fn binding_annotation(&self, key: &str) -> Option<String> {
+        self.view().and_then(|v| v.annotation(key).map(str::to_owned))
+    }
+
+    fn activated(&self) -> Option<(String, String)> {
+        let view = self.view()?;
+        let c = view.conditions.iter().find(|c| c.type_ == "PolicyActivated")?;
+        Some((c.status.clone(), c.reason.clone()))
+    }
+
+    fn take_writes(&mut self) -> Vec<&'static str> {
+        std::mem::take(&mut self.writes)
+    }
+}
+
+#[test]
+fn claim_and_binding_content() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::Claimed);
+    assert_eq!(plan.claim_change, Some(ClaimChange::Hit));
+    assert_eq!(world.take_writes(), vec!["template", "binding-create"]);
+    assert_eq!(world.claim(), Some(p.key.clone()));
+    let labels = &world.template["metadata"]["labels"];
+    assert_eq!(labels["propagationpolicy.karmada.io/permanent-id"], "uid-pp");
+    assert_eq!(labels["app"], "nginx", "user labels untouched");
+    let binding = world.binding.clone().unwrap();
+    assert_eq!(binding["metadata"]["name"], "nginx-deployment");
+    assert_eq!(binding["metadata"]["namespace"], "default");
+    assert_eq!(
+        binding["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"],
+        "uid-pp"
+    );
+    assert_eq!(
+        binding["metadata"]["annotations"]["propagationpolicy.karmada.io/name"],
+        "pp"
+    );
+    assert_eq!(
+        binding["metadata"]["annotations"]["propagationpolicy.karmada.io/namespace"],
+        "default"
+    );
+    assert_eq!(
+        binding["metadata"]["annotations"][POLICY_GENERATION_ANNOTATION],
+        "uid-pp/1"
+    );
+    assert_eq!(
+        binding["metadata"]["annotations"][TEMPLATE_FINGERPRINT_ANNOTATION],
+        crate::fingerprint::fingerprint(&nginx(100))
+    );
+    assert!(binding["metadata"]["annotations"][TRACE_PARENT_ANNOTATION].is_string());
+    assert_eq!(binding["metadata"]["ownerReferences"][0]["uid"], "nginx-uid");
+    assert_eq!(binding["spec"]["replicas"], 2);
+    assert_eq!(binding["spec"]["resource"]["resourceVersion"], "10");
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    assert_eq!(world.activated(), Some(("True".into(), "PolicyActivated".into())));
+
+    // Re-running changes nothing (the World asserts it); the claim write itself does not
+    // change the fingerprint, so the binding keeps the template's old resourceVersion.
+    world.template["metadata"]["resourceVersion"] = json!("11");
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::Unchanged);
+    assert!(world.take_writes().is_empty());
+
+    // A template change refreshes the spec (new resourceVersion, replicas).
+    world.template["spec"]["replicas"] = json!(5);
+    world.template["metadata"]["resourceVersion"] = json!("12");
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::Refreshed);
+    assert_eq!(world.take_writes(), vec!["binding-spec"]);
+    let binding = world.binding.clone().unwrap();
+    assert_eq!(binding["spec"]["replicas"], 5);
+    assert_eq!(binding["spec"]["resource"]["resourceVersion"], "12");
+
+    // Status changes do not count.
+    world.template["status"] = json!({"readyReplicas": 5});
+    world.template["metadata"]["resourceVersion"] = json!("13");
+    assert!(world.reconcile(std::slice::from_ref(&p)).is_noop());
+}
+
+#[test]
+fn scheduler_and_distributor_fields_are_never_written() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.reconcile(std::slice::from_ref(&p));
+    let binding = world.binding.as_mut().unwrap();
+    binding["spec"]["clusters"] = json!([{"name": "member1", "replicas": 2}]);
+    binding["spec"]["requiredBy"] = json!([{"namespace": "default", "name": "x"}]);
+    let p2 = edited(p, "member2");
+    let plan = world.plan(std::slice::from_ref(&p2));
+    let BindingWrite::Update {
+        patch: Some(patch), ..
+    } = &plan.binding
+    else {
+        panic!("{plan:?}")
+    };
+    assert!(patch["spec"].get("clusters").is_none());
+    assert!(patch["spec"].get("requiredBy").is_none());
+    assert!(patch["spec"].get("placement").is_some());
+}
+
+#[test]
+fn attached_binding_gets_the_detector_fields_added() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.binding = Some(json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": "nginx-deployment", "namespace": "default", "uid": "b"},
+        "spec": {
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "requiredBy": [{"namespace": "default", "name": "app-deployment", "clusters": [{"name": "member3"}]}],
+            "clusters": [{"name": "member3"}],
+        },
+    }));
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::Claimed);
+    let binding = world.binding.clone().unwrap();
+    assert_eq!(binding["spec"]["requiredBy"][0]["name"], "app-deployment");
+    assert_eq!(binding["spec"]["clusters"], json!([{"name": "member3"}]));
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    assert_eq!(binding["metadata"]["ownerReferences"][0]["uid"], "nginx-uid");
+    assert_eq!(
+        binding["metadata"]["annotations"]["propagationpolicy.karmada.io/name"],
+        "pp"
+    );
+}
+
+#[test]
+fn ignored_templates() {
+    let p = cpp("cpp", "member1", false, 0);
+    for (namespace, labels) in [
+        ("kube-system", json!({})),
+        ("karmada-system", json!({})),
+        ("flotilla-system", json!({})),
+        ("default", json!({"karmada.io/managed": "true"})),
+    ] {
+        let mut t = nginx(100);
+        t["metadata"]["namespace"] = json!(namespace);
+        t["metadata"]["labels"] = labels;
+        let k = TemplateKey {
+            namespace: Some(namespace.into()),
+            ..key()
+        };
+        let plan = plan_template(&TemplateInput {
+            key: &k,
+            object: &t,
+            policies: std::slice::from_ref(&p),
+            binding: None,
+            traceparent: None,
+        });
+        assert_eq!(plan.outcome, Outcome::Ignored, "{namespace}");
+        assert!(plan.is_noop());
+    }
+    let mut deleting = nginx(100);
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let plan = plan_template(&TemplateInput {
+        key: &key(),
+        object: &deleting,
+        policies: std::slice::from_ref(&p),
+        binding: None,
+        traceparent: None,
+    });
+    assert_eq!(plan.outcome, Outcome::Ignored);
+    let own = TemplateKey {
+        gvk: Gvk::new("work.karmada.io/v1alpha2", "ResourceBinding"),
+        ..key()
+    };
+    assert!(is_ignored(&own, &json!({})));
+}
+
+#[test]
+fn invalid_template_keeps_the_claim_and_warns() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.template["spec"]["replicas"] = json!("many");
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::InvalidTemplate);
+    let warning = plan.warning.unwrap();
+    assert_eq!(warning.reason, "InvalidTemplate");
+    assert!(warning.message.contains("spec.replicas"), "{}", warning.message);
+    assert_eq!(world.claim(), Some(p.key.clone()));
+    assert!(world.binding.is_none());
+}
+
+#[test]
+fn policy_deleted_keeps_the_binding_and_releases_the_claim() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.reconcile(std::slice::from_ref(&p));
+    world.take_writes();
+    let plan = world.reconcile(&[]);
+    assert_eq!(plan.outcome, Outcome::Unclaimed);
+    assert_eq!(world.claim(), None);
+    assert_eq!(
+        world.clusters(),
+        Some(vec!["member1".to_string()]),
+        "binding spec kept"
+    );
+    let binding = world.binding.clone().unwrap();
+    assert!(
+        binding["metadata"]["labels"]
+            .get("propagationpolicy.karmada.io/permanent-id")
+            .is_none()
+    );
+    assert!(
+        binding["metadata"]["annotations"]
+            .get("propagationpolicy.karmada.io/name")
+            .is_none()
+    );
+    assert_eq!(world.activated(), None);
+    assert_eq!(
+        world.take_writes(),
+        vec!["template", "binding-metadata", "binding-status"]
+    );
+    // Nothing more to do.
+    assert_eq!(world.reconcile(&[]).outcome, Outcome::Unchanged);
+}
+
+#[test]
+fn invalid_policy_freezes_claim_and_binding() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.reconcile(std::slice::from_ref(&p));
+    world.take_writes();
+    let mut broken = edited(p.clone(), "member2");
+    broken.valid = false;
+    world.touch("1");
+    let plan = world.reconcile(std::slice::from_ref(&broken));
+    assert_eq!(plan.outcome, Outcome::InvalidPolicy);
+    assert_eq!(plan.policy, Some(p.key.clone()));
+    assert!(
+        world.take_writes().is_empty(),
+        "frozen even though the template changed"
+    );
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    // Valid again: the template change and the new generation apply.
+    let fixed = edited(p, "member2");
+    let plan = world.reconcile(std::slice::from_ref(&fixed));
+    assert_eq!(plan.outcome, Outcome::Refreshed);
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+#[test]
+fn suspension_is_canonical_on_the_binding() {
+    let mut p = pp("pp", "member1", false, 0);
+    p.spec.suspension = Some(flotilla_api::Suspension {
+        suspend_dispatching: Some(true),
+        ..Default::default()
+    });
+    let mut world = World::new(nginx(100));
+    world.reconcile(std::slice::from_ref(&p));
+    let binding = world.binding.clone().unwrap();
+    assert_eq!(binding["spec"]["suspension"], json!({"dispatching": true}));
+}
+
+#[test]
+fn cluster_policy_claims_with_its_own_keys_and_pp_preempts() {
+    let c = cpp("cpp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.reconcile(std::slice::from_ref(&c));
+    assert_eq!(world.claim(), Some(c.key.clone()));
+    assert_eq!(
+        world.template["metadata"]["annotations"]["clusterpropagationpolicy.karmada.io/name"],
+        "cpp"
+    );
+    let mut p = pp("pp", "member2", false, 0);
+    p.spec.preemption = Some(PreemptionBehavior::Always);
+    let policies = vec![c.clone(), p.clone()];
+    let plan = world.reconcile(&policies);
+    assert_eq!(
+        plan.claim_change,
+        Some(ClaimChange::Preempted { from: c.key.clone() })
+    );
+    assert_eq!(world.claim(), Some(p.key.clone()));
+    let annotations = world.template["metadata"]["annotations"].clone();
+    assert!(
+        annotations
+            .get("clusterpropagationpolicy.karmada.io/name")
+            .is_none()
+    );
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+    let binding = world.binding.clone().unwrap();
+    assert!(
+        binding["metadata"]["labels"]
+            .get("clusterpropagationpolicy.karmada.io/permanent-id")
+            .is_none()
+    );
+    assert_eq!(
+        binding["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"],
+        "uid-pp"
+    );
+}
+
+// ----------------------------------------------------------------------------------------------
+// Lazy activation: the seed's test plan.
+// ----------------------------------------------------------------------------------------------
+
+/// Simple Case 1 (policy created before resource): propagated at once; deleting the policy
+/// leaves propagation unchanged.
+#[test]
+fn simple_case_1_policy_created_before_resource() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(
+        plan.lazy.unwrap().action,
+        LazyAction::Refresh(RefreshReason::CreatedAfterPolicy)
+    );
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    world.reconcile(&[]);
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+}
+
+/// Simple Case 2 (policy created after resource): no propagation until the resource changes.
+#[test]
+fn simple_case_2_policy_created_after_resource() {
+    let p = pp("pp", "member1", true, 300);
+    let mut world = World::new(nginx(200));
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::Claimed);
+    assert_eq!(plan.lazy.unwrap().action, LazyAction::Pending);
+    assert!(world.binding.is_none(), "no propagation");
+    assert_eq!(
+        world.template["metadata"]["annotations"][LAZY_BASELINE_ANNOTATION],
+        crate::fingerprint::fingerprint(&nginx(200))
+    );
+    // Again (e.g. after a restart): still nothing.
+    assert_eq!(
+        world.reconcile(std::slice::from_ref(&p)).outcome,
+        Outcome::LazySkipped
+    );
+    assert!(world.binding.is_none());
+    world.touch("1");
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(plan.outcome, Outcome::Refreshed);
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+}
+
+/// Simple Case 3 (lazy to immediate): the edit that removes Lazy applies at once.
+#[test]
+fn simple_case_3_lazy_to_immediate() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    let mut p2 = edited(p, "member2");
+    p2.spec.activation_preference = None;
+    world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// Simple Case 4 (immediate to lazy): the edit that sets Lazy waits for the template.
+#[test]
+fn simple_case_4_immediate_to_lazy() {
+    let p = pp("pp", "member1", false, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    world.take_writes();
+    let mut p2 = edited(p, "member2");
+    p2.spec.activation_preference = Some(ActivationPreference::Lazy);
+    let plan = world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(plan.outcome, Outcome::LazySkipped);
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    assert_eq!(
+        world.take_writes(),
+        vec!["binding-status"],
+        "only the condition is written"
+    );
+    assert_eq!(
+        world.activated(),
+        Some(("False".into(), "LazyActivationPending".into()))
+    );
+    let message = world.view().unwrap().conditions[0].message.clone();
+    assert_eq!(
+        message,
+        "policy PropagationPolicy default/pp generation 2 is pending: it takes effect when the template next changes"
+    );
+    world.touch("1");
+    world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+    assert_eq!(world.activated(), Some(("True".into(), "PolicyActivated".into())));
+    assert_eq!(
+        world.binding_annotation(POLICY_GENERATION_ANNOTATION).as_deref(),
+        Some("uid-pp/2")
+    );
+}
+
+/// Combined Case 1 (policy deleted): the claim moves to PP2 at once, propagation waits.
+#[test]
+fn combined_case_1_policy_deleted() {
+    let pp1 = pp("pp1", "member1", true, 100);
+    let pp2 = pp("pp2", "member2", true, 300);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&pp1));
+    assert_eq!(
+        world.clusters(),
+        Some(vec!["member1".to_string()]),
+        "pp1 existed first"
+    );
+    // PP2 appears: claims are sticky.
+    world.reconcile(&[pp1.clone(), pp2.clone()]);
+    assert_eq!(world.claim(), Some(pp1.key.clone()));
+    // PP1 deleted.
+    let plan = world.reconcile(std::slice::from_ref(&pp2));
+    assert_eq!(
+        plan.claim_change,
+        Some(ClaimChange::Replaced {
+            from: pp1.key.clone()
+        })
+    );
+    assert_eq!(
+        world.claim(),
+        Some(pp2.key.clone()),
+        "annotation of policy name changed"
+    );
+    assert_eq!(
+        world.clusters(),
+        Some(vec!["member1".to_string()]),
+        "propagation unchanged"
+    );
+    assert_eq!(
+        world
+            .view()
+            .unwrap()
+            .annotation("propagationpolicy.karmada.io/name"),
+        Some("pp2")
+    );
+    world.touch("1");
+    world.reconcile(std::slice::from_ref(&pp2));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// Combined Case 1 with the default behaviour: the new policy applies at once.
+#[test]
+fn combined_case_1_default() {
+    let pp1 = pp("pp1", "member1", false, 100);
+    let pp2 = pp("pp2", "member2", false, 300);
+    let mut world = World::new(nginx(200));
+    world.reconcile(&[pp1.clone(), pp2.clone()]);
+    world.reconcile(std::slice::from_ref(&pp2));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// Combined Case 2 (policy no longer matches), with ClusterPropagationPolicies.
+#[test]
+fn combined_case_2_policy_no_longer_matches() {
+    let cpp1 = cpp("cpp1", "member1", true, 100);
+    let cpp2 = cpp("cpp2", "member2", true, 300);
+    let mut world = World::new(nginx(200));
+    world.reconcile(&[cpp1.clone(), cpp2.clone()]);
+    assert_eq!(world.claim(), Some(cpp1.key.clone()));
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    let mut narrowed = cpp1.clone();
+    narrowed.generation += 1;
+    narrowed.spec.resource_selectors[0].name = Some("other".into());
+    world.reconcile(&[narrowed.clone(), cpp2.clone()]);
+    assert_eq!(world.claim(), Some(cpp2.key.clone()));
+    assert_eq!(
+        world.clusters(),
+        Some(vec!["member1".to_string()]),
+        "propagation unchanged"
+    );
+    world.touch("1");
+    world.reconcile(&[narrowed, cpp2]);
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// Combined Case 3 (preemption by a non-lazy PP): applies at once.
+#[test]
+fn combined_case_3_preemption_by_immediate_policy() {
+    let cpp1 = cpp("cpp1", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&cpp1));
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    let mut pp2 = pp("pp2", "member2", false, 300);
+    pp2.spec.priority = Some(2);
+    pp2.spec.preemption = Some(PreemptionBehavior::Always);
+    world.reconcile(&[cpp1, pp2.clone()]);
+    assert_eq!(world.claim(), Some(pp2.key.clone()));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// Combined Case 4 (preemption by a lazy PP): the claim moves, propagation waits.
+#[test]
+fn combined_case_4_preemption_by_lazy_policy() {
+    let pp1 = pp("pp1", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&pp1));
+    let mut pp2 = pp("pp2", "member2", true, 300);
+    pp2.spec.priority = Some(2);
+    pp2.spec.preemption = Some(PreemptionBehavior::Always);
+    let plan = world.reconcile(&[pp1.clone(), pp2.clone()]);
+    assert_eq!(
+        plan.claim_change,
+        Some(ClaimChange::Preempted {
+            from: pp1.key.clone()
+        })
+    );
+    assert_eq!(world.claim(), Some(pp2.key.clone()));
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    assert_eq!(
+        world.activated(),
+        Some(("False".into(), "LazyActivationPending".into()))
+    );
+    world.touch("1");
+    world.reconcile(&[pp1, pp2]);
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// Case 4 (hit) by a lazy policy of a template that kept a binding after its policy was
+/// deleted: the binding is not refreshed.
+#[test]
+fn case_4_hit_with_leftover_binding() {
+    let p = pp("pp", "member1", false, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    world.reconcile(&[]);
+    let lazy = pp("lazy", "member2", true, 300);
+    let plan = world.reconcile(std::slice::from_ref(&lazy));
+    assert_eq!(plan.claim_change, Some(ClaimChange::Hit));
+    assert_eq!(plan.outcome, Outcome::Claimed);
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    assert_eq!(
+        world.activated(),
+        Some(("False".into(), "LazyActivationPending".into()))
+    );
+    // The default behaviour would refresh.
+    let immediate = pp("immediate", "member3", false, 300);
+    world.reconcile(&[]);
+    world.reconcile(std::slice::from_ref(&immediate));
+    assert_eq!(world.clusters(), Some(vec!["member3".to_string()]));
+}
+
+/// A baseline from an earlier lazy claim does not survive the release: a template changed
+/// while unclaimed is still "hit" (not refreshed) by a later lazy policy.
+#[test]
+fn baseline_is_dropped_on_release() {
+    let p1 = pp("p1", "member1", true, 300);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p1));
+    assert!(
+        world.template["metadata"]["annotations"]
+            .get(LAZY_BASELINE_ANNOTATION)
+            .is_some()
+    );
+    world.reconcile(&[]);
+    assert!(
+        world.template["metadata"]["annotations"]
+            .get(LAZY_BASELINE_ANNOTATION)
+            .is_none()
+    );
+    world.touch("changed while unclaimed");
+    let p2 = pp("p2", "member2", true, 400);
+    world.reconcile(std::slice::from_ref(&p2));
+    assert!(world.binding.is_none());
+}
+
+/// A generation that only changes binding-relationship fields (priority) activates without a
+/// spec write.
+#[test]
+fn relationship_only_edit_is_recorded() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    world.take_writes();
+    let mut p2 = p.clone();
+    p2.generation = 2;
+    p2.spec.priority = Some(5);
+    let plan = world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(plan.lazy.unwrap().action, LazyAction::Record);
+    // No spec write: the generation annotation, and the condition naming the new generation.
+    assert_eq!(world.take_writes(), vec!["binding-metadata", "binding-status"]);
+    assert_eq!(
+        world.binding_annotation(POLICY_GENERATION_ANNOTATION).as_deref(),
+        Some("uid-pp/2")
+    );
+    assert_eq!(world.activated(), Some(("True".into(), "PolicyActivated".into())));
+}
+
+/// `flotilla.io/activate` rolls one generation out to this template without an edit.
+#[test]
+fn activation_annotation_refreshes_to_that_generation() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    let p2 = edited(p, "member2");
+    world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    // A stale permission does nothing.
+    world.template["metadata"]["annotations"][ACTIVATE_ANNOTATION] = json!("uid-pp/1");
+    assert!(world.reconcile(std::slice::from_ref(&p2)).is_noop());
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    world.template["metadata"]["annotations"][ACTIVATE_ANNOTATION] = json!("uid-pp/2");
+    let plan = world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(
+        plan.lazy.unwrap().action,
+        LazyAction::Refresh(RefreshReason::Activated)
+    );
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+    // Left in place it is harmless: the next generation waits again.
+    let p3 = edited(p2, "member3");
+    world.reconcile(std::slice::from_ref(&p3));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// The pending state is stored, not remembered: planning from scratch (a restarted detector)
+/// on the stored objects still says pending, and no write happens.
+#[test]
+fn restart_keeps_pending() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    let p2 = edited(p, "member2");
+    world.reconcile(std::slice::from_ref(&p2));
+    world.take_writes();
+    for _ in 0..3 {
+        let plan = world.plan(std::slice::from_ref(&p2));
+        assert_eq!(plan.outcome, Outcome::LazySkipped);
+        assert!(plan.is_noop());
+    }
+    assert_eq!(world.schedules, 1, "only the initial creation was scheduled");
+}
+
+/// Status written to the binding by other services is preserved when the detector sets its
+/// condition.
+#[test]
+fn other_conditions_are_kept() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    let binding = world.binding.as_mut().unwrap();
+    let status: ResourceBindingStatus = serde_json::from_value(json!({"conditions": [
+        {"type": "Scheduled", "status": "True", "reason": "Success", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        binding["status"]["conditions"][0].clone(),
+    ]}))
+    .unwrap();
+    binding["status"] = serde_json::to_value(status).unwrap();
+    world.reconcile(std::slice::from_ref(&edited(p, "member2")));
+    let conditions = world.view().unwrap().conditions;
+    assert_eq!(conditions.len(), 2);
+    assert_eq!(conditions[0].type_, "Scheduled");
+    assert_eq!(conditions[1].reason, "LazyActivationPending");
+}
