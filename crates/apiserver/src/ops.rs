@@ -1232,7 +1232,12 @@ impl Api {
                 meta.remove("creationTimestamp");
             }
         }
-        crate::admission::admit(&def.group, &def.kind, &obj)?;
+        // Ratcheting, as kube-apiserver does for unchanged fields: an object that reached the
+        // store with an invalid spec (e.g. written before admission existed) must still accept
+        // writes that leave the spec alone, such as the detector's `Valid=False` status.
+        if old.is_none_or(|old| old.get("spec") != obj.get("spec")) {
+            crate::admission::admit(&def.group, &def.kind, &obj)?;
+        }
         Ok(obj)
     }
 
