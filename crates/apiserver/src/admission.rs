@@ -1,0 +1,80 @@
+//! Admission for flotilla's own kinds: PropagationPolicy, ClusterPropagationPolicy and Cluster
+//! objects are checked with `flotilla_api`'s semantic validation after schema validation, so a
+//! user's `kubectl apply` fails with the same message the services would report.
+
+use serde_json::Value;
+
+use crate::errors::{ApiError, Cause};
+
+/// Runs the flotilla admission checks for `obj` if its kind has any.
+pub fn admit(group: &str, kind: &str, obj: &Value) -> Result<(), ApiError> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let result = match (group, kind) {
+        ("policy.karmada.io", "PropagationPolicy") => {
+            check::<flotilla_api::PropagationPolicy>(obj, |p| p.validate())
+        }
+        ("policy.karmada.io", "ClusterPropagationPolicy") => {
+            check::<flotilla_api::ClusterPropagationPolicy>(obj, |p| p.validate())
+        }
+        ("cluster.karmada.io", "Cluster") => check::<flotilla_api::Cluster>(obj, |c| c.validate()),
+        _ => return Ok(()),
+    };
+    result.map_err(|causes| ApiError::invalid(group, kind, name, causes))
+}
+
+fn check<T: serde::de::DeserializeOwned>(
+    obj: &Value,
+    validate: impl Fn(&T) -> Result<(), flotilla_api::Violations>,
+) -> Result<(), Vec<Cause>> {
+    let typed: T = serde_path_to_error::deserialize(obj).map_err(|e| {
+        vec![Cause::new(
+            "FieldValueInvalid",
+            e.path().to_string(),
+            format!("Invalid value: {}", e.inner()),
+        )]
+    })?;
+    validate(&typed).map_err(|violations| {
+        violations
+            .0
+            .into_iter()
+            .map(|v| Cause::new("FieldValueInvalid", v.field, v.message))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bad_policy_gets_one_cause_per_violation() {
+        let pp = json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"resourceSelectors": []}
+        });
+        let err = admit("policy.karmada.io", "PropagationPolicy", &pp).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message
+                .starts_with("PropagationPolicy.policy.karmada.io \"p\" is invalid"),
+            "{}",
+            err.message
+        );
+        let causes = err.to_status()["details"]["causes"].clone();
+        assert_eq!(causes[0]["field"], "spec.resourceSelectors");
+    }
+
+    #[test]
+    fn good_policy_and_other_kinds_pass() {
+        let pp = json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]}
+        });
+        admit("policy.karmada.io", "PropagationPolicy", &pp).unwrap();
+        admit("example.com", "Widget", &json!({})).unwrap();
+    }
+}

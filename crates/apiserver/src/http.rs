@@ -1,0 +1,936 @@
+//! HTTP front end: authentication, routing of Kubernetes API paths, content negotiation
+//! (JSON, YAML bodies, Table and PartialObjectMetadata views) and watch streaming.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::{Value, json};
+
+use crate::auth::Tokens;
+use crate::errors::{ApiError, ApiResult};
+use crate::ops::{
+    Api, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, MAX_BODY_BYTES, Patch, Propagation,
+    Subresource, WriteOptions,
+};
+use crate::resources::{Flavor, ResourceDef};
+use crate::selectors::{FieldSelector, LabelSelector, supported_fields};
+use crate::table::IncludeObject;
+
+/// Response body type.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Everything a request handler needs.
+pub struct Frontend {
+    /// The object layer.
+    pub api: Arc<Api>,
+    /// Known bearer tokens.
+    pub tokens: Tokens,
+    /// Whether requests without a valid token are served.
+    pub anonymous: bool,
+    /// `host:port` clients reach us at.
+    pub address: String,
+    /// OpenAPI documents.
+    pub openapi: crate::openapi::OpenApi,
+}
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    bytes_response(code, bytes, "application/json")
+}
+
+fn bytes_response(code: StatusCode, bytes: Vec<u8>, content_type: &str) -> Response<Body> {
+    let mut resp = Response::new(full(bytes));
+    *resp.status_mut() = code;
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+fn error_response(e: &ApiError) -> Response<Body> {
+    json_response(
+        StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &e.to_status(),
+    )
+}
+
+fn text_response(code: StatusCode, text: &str) -> Response<Body> {
+    bytes_response(code, text.as_bytes().to_vec(), "text/plain; charset=utf-8")
+}
+
+/// Parsed query string (last value wins, like url.Values.Get).
+type Query = HashMap<String, String>;
+
+fn parse_query(q: Option<&str>) -> Query {
+    form_urlencoded::parse(q.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+/// Serves one request.
+pub async fn handle(frontend: Arc<Frontend>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let req = drain(req).await;
+    let resp = route(frontend, req).await;
+    let code = resp.status().as_u16();
+    tracing::debug!(%method, %path, code, elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    Ok(resp)
+}
+
+async fn route(frontend: Arc<Frontend>, req: Request<Pending>) -> Response<Body> {
+    let path = req.uri().path().to_owned();
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    // Health endpoints reveal nothing and must work for readiness probes without a token.
+    match parts.first().copied() {
+        Some("healthz") | Some("livez") | Some("readyz") => {
+            if req.method() != Method::GET && req.method() != Method::HEAD {
+                return error_response(&ApiError::method_not_allowed(req.method().as_str()));
+            }
+            return text_response(StatusCode::OK, "ok");
+        }
+        _ => {}
+    }
+    if !frontend.anonymous && !authenticated(&frontend.tokens, &req) {
+        return error_response(&ApiError::unauthorized());
+    }
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let catalog = frontend.api.catalog();
+    let get_only = |resp: Response<Body>, method: &Method| {
+        if *method == Method::GET || *method == Method::HEAD {
+            resp
+        } else {
+            error_response(&ApiError::method_not_allowed(method.as_str()))
+        }
+    };
+    let method = req.method().clone();
+    match parts.as_slice() {
+        ["version"] => get_only(
+            json_response(StatusCode::OK, &crate::discovery::version()),
+            &method,
+        ),
+        ["api"] => get_only(
+            match crate::discovery::aggregated_version(&accept) {
+                Some(v) => aggregated_response(crate::discovery::aggregated(&catalog, true, v), v),
+                None => json_response(StatusCode::OK, &crate::discovery::api_versions(&frontend.address)),
+            },
+            &method,
+        ),
+        ["apis"] => get_only(
+            match crate::discovery::aggregated_version(&accept) {
+                Some(v) => aggregated_response(crate::discovery::aggregated(&catalog, false, v), v),
+                None => json_response(StatusCode::OK, &crate::discovery::api_group_list(&catalog)),
+            },
+            &method,
+        ),
+        ["api", "v1"] => get_only(
+            crate::discovery::resource_list(&catalog, "", "v1").map_or_else(
+                || error_response(&ApiError::not_found_path()),
+                |v| json_response(StatusCode::OK, &v),
+            ),
+            &method,
+        ),
+        ["apis", group] => get_only(
+            crate::discovery::api_group(&catalog, group).map_or_else(
+                || error_response(&ApiError::not_found_path()),
+                |v| json_response(StatusCode::OK, &v),
+            ),
+            &method,
+        ),
+        ["apis", group, version] => get_only(
+            crate::discovery::resource_list(&catalog, group, version).map_or_else(
+                || error_response(&ApiError::not_found_path()),
+                |v| json_response(StatusCode::OK, &v),
+            ),
+            &method,
+        ),
+        ["openapi", "v2"] => get_only(frontend.openapi.v2(&catalog, &accept), &method),
+        ["openapi", "v3"] => get_only(
+            json_response(StatusCode::OK, &frontend.openapi.v3_index(&catalog)),
+            &method,
+        ),
+        ["openapi", "v3", rest @ ..] => get_only(
+            frontend
+                .openapi
+                .v3_document(&catalog, &rest.join("/"))
+                .map_or_else(
+                    || error_response(&ApiError::not_found_path()),
+                    |v| json_response(StatusCode::OK, &v),
+                ),
+            &method,
+        ),
+        ["api", "v1", rest @ ..] => {
+            let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+            resource(frontend, req, String::new(), "v1".into(), rest, accept).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            let (g, v) = (group.to_string(), version.to_string());
+            let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+            resource(frontend, req, g, v, rest, accept).await
+        }
+        _ => error_response(&ApiError::not_found_path()),
+    }
+}
+
+fn aggregated_response(doc: Value, version: &str) -> Response<Body> {
+    let bytes = serde_json::to_vec(&doc).unwrap_or_default();
+    bytes_response(
+        StatusCode::OK,
+        bytes,
+        &format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"),
+    )
+}
+
+fn authenticated(tokens: &Tokens, req: &Request<Pending>) -> bool {
+    let Some(value) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some(token) = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+    else {
+        return false;
+    };
+    tokens.authenticate(token.trim()).is_some()
+}
+
+/// A parsed resource path.
+struct Target {
+    def: Arc<ResourceDef>,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+    watch_path: bool,
+}
+
+fn parse_target(frontend: &Frontend, group: &str, version: &str, mut rest: Vec<String>) -> ApiResult<Target> {
+    let mut watch_path = false;
+    if rest.first().map(String::as_str) == Some("watch") {
+        watch_path = true;
+        rest.remove(0);
+    }
+    let mut namespace = None;
+    if rest.first().map(String::as_str) == Some("namespaces") && rest.len() > 1 {
+        // `namespaces/<ns>/<resource>...` unless the third segment is a namespace subresource.
+        if rest.len() > 2 && rest[2] != "status" && rest[2] != "finalize" {
+            namespace = Some(rest[1].clone());
+            rest.drain(0..2);
+        }
+    }
+    if rest.is_empty() || rest.len() > 3 {
+        return Err(ApiError::not_found_path());
+    }
+    let catalog = frontend.api.catalog();
+    let def = catalog
+        .get(group, version, &rest[0])
+        .ok_or_else(ApiError::not_found_path)?;
+    let name = rest.get(1).cloned();
+    let sub = rest.get(2).cloned();
+    if namespace.is_some() && !def.namespaced {
+        return Err(ApiError::not_found_path());
+    }
+    if def.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    if let Some(s) = &sub {
+        let ok = match s.as_str() {
+            "status" => def.status,
+            "scale" => def.scale.is_some(),
+            "finalize" => def.group.is_empty() && def.plural == "namespaces",
+            _ => false,
+        };
+        if !ok {
+            return Err(ApiError::not_found_path());
+        }
+    }
+    Ok(Target {
+        def,
+        namespace,
+        name,
+        sub,
+        watch_path,
+    })
+}
+
+/// What representation the client asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum View {
+    Object,
+    Table,
+    PartialMetadata,
+}
+
+fn negotiate(accept: &str) -> ApiResult<View> {
+    if accept.is_empty() {
+        return Ok(View::Object);
+    }
+    let mut acceptable = false;
+    for part in accept.split(',') {
+        let part = part.trim();
+        let media = part.split(';').next().unwrap_or("").trim();
+        let json_like = matches!(
+            media,
+            "application/json" | "*/*" | "application/*" | "application/yaml" | ""
+        );
+        if !json_like {
+            continue;
+        }
+        if part.contains("as=Table") {
+            if part.contains("g=meta.k8s.io") {
+                return Ok(View::Table);
+            }
+            continue;
+        }
+        if part.contains("as=PartialObjectMetadata") {
+            return Ok(View::PartialMetadata);
+        }
+        if part.contains("as=") {
+            continue;
+        }
+        acceptable = true;
+        break;
+    }
+    if acceptable {
+        Ok(View::Object)
+    } else {
+        Err(ApiError::not_acceptable(accept))
+    }
+}
+
+/// A request whose body has been read (or found too large).
+type Pending = ApiResult<Bytes>;
+
+/// The request's parts and body (or the body's error).
+async fn read_body(req: Request<Pending>) -> ApiResult<(http::request::Parts, Bytes)> {
+    let (parts, body) = req.into_parts();
+    Ok((parts, body?))
+}
+
+/// Reads the whole body up front, so every response (errors included) is sent after the
+/// client finished sending and never races a reset stream.
+async fn drain(req: Request<Incoming>) -> Request<Pending> {
+    let (parts, mut body) = req.into_parts();
+    let mut buf = bytes::BytesMut::new();
+    let mut too_large = false;
+    // Past the limit the rest is drained (up to a bound) so the client reads our 413 instead
+    // of a reset stream.
+    const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                let err = ApiError::bad_request(format!("reading the request body: {e}"));
+                return Request::from_parts(parts, Err(err));
+            }
+        };
+        if let Ok(data) = frame.into_data() {
+            seen += data.len();
+            if seen > MAX_BODY_BYTES {
+                too_large = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&data);
+            }
+            if seen > DRAIN_LIMIT {
+                break;
+            }
+        }
+    }
+    let result = if too_large {
+        Err(ApiError::too_large(MAX_BODY_BYTES))
+    } else {
+        Ok(buf.freeze())
+    };
+    Request::from_parts(parts, result)
+}
+
+fn content_type(parts: &http::request::Parts) -> String {
+    parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Decodes a JSON or YAML object body.
+fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "the request body is empty: send a JSON or YAML object",
+        ));
+    }
+    let value: Value = match content_type {
+        "application/json" | "" | "*/*" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" | "application/apply-patch+yaml" => {
+            serde_yaml::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))?
+        }
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON or YAML object",
+        ));
+    }
+    Ok(value)
+}
+
+fn write_options(q: &Query, user_agent: &str) -> ApiResult<WriteOptions> {
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "CreateOptions",
+                "",
+                vec![crate::errors::Cause::unsupported(
+                    "dryRun",
+                    &json!(other),
+                    &["All"],
+                )],
+            ));
+        }
+    };
+    let field_validation = match q.get("fieldValidation").map(String::as_str) {
+        None | Some("") | Some("Warn") => FieldValidation::Warn,
+        Some("Strict") => FieldValidation::Strict,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of \"Ignore\", \"Warn\" or \"Strict\", got {other:?}"
+            )));
+        }
+    };
+    Ok(WriteOptions {
+        dry_run,
+        field_validation,
+        field_manager: q.get("fieldManager").cloned(),
+        force: q.get("force").is_some_and(|v| v == "true"),
+        user_agent: user_agent.to_owned(),
+        managed_precomputed: false,
+    })
+}
+
+fn list_options(def: &ResourceDef, q: &Query) -> ApiResult<ListOptions> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str)).map_err(|e| {
+        ApiError::bad_request(format!(
+            "unable to parse requirement: {}",
+            e.trim_start_matches("unable to parse requirement: ")
+        ))
+    })?;
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector").map_or("", String::as_str),
+        &supported_fields(&def.kind),
+    )
+    .map_err(ApiError::bad_request)?;
+    let limit = match q.get("limit").map(String::as_str) {
+        None | Some("") => 0,
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("limit must be an integer, got {l:?}")))?
+            .max(0) as usize,
+    };
+    Ok(ListOptions {
+        labels,
+        fields,
+        limit,
+        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: q.get("resourceVersionMatch").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
+fn delete_options(q: &Query, body: &[u8]) -> ApiResult<DeleteOptions> {
+    let mut opts = DeleteOptions::default();
+    let mut propagation = q.get("propagationPolicy").cloned();
+    if let Some(o) = q.get("orphanDependents") {
+        if o == "true" {
+            propagation.get_or_insert_with(|| "Orphan".into());
+        }
+    }
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v: Value = serde_json::from_slice(body)
+            .or_else(|_| serde_yaml::from_slice(body))
+            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}")))?;
+        if let Some(p) = v["propagationPolicy"].as_str() {
+            propagation = Some(p.to_owned());
+        }
+        if v["orphanDependents"].as_bool() == Some(true) && propagation.is_none() {
+            propagation = Some("Orphan".into());
+        }
+        if let Some(uid) = v["preconditions"]["uid"].as_str() {
+            opts.uid = Some(uid.to_owned());
+        }
+        if let Some(rv) = v["preconditions"]["resourceVersion"].as_str() {
+            opts.resource_version = Some(rv.to_owned());
+        }
+        if let Some(dr) = v["dryRun"].as_array()
+            && dr.iter().any(|d| d == "All")
+        {
+            opts.dry_run = true;
+        }
+    }
+    if q.get("dryRun").is_some_and(|d| d == "All") {
+        opts.dry_run = true;
+    }
+    opts.propagation = match propagation.as_deref() {
+        None | Some("") => None,
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![crate::errors::Cause::unsupported(
+                    "propagationPolicy",
+                    &json!(other),
+                    &["Background", "Foreground", "Orphan"],
+                )],
+            ));
+        }
+    };
+    Ok(opts)
+}
+
+fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append("Warning", v);
+        }
+    }
+    resp
+}
+
+async fn resource(
+    frontend: Arc<Frontend>,
+    req: Request<Pending>,
+    group: String,
+    version: String,
+    rest: Vec<String>,
+    accept: String,
+) -> Response<Body> {
+    match resource_inner(frontend, req, group, version, rest, accept).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn resource_inner(
+    frontend: Arc<Frontend>,
+    req: Request<Pending>,
+    group: String,
+    version: String,
+    rest: Vec<String>,
+    accept: String,
+) -> ApiResult<Response<Body>> {
+    let target = parse_target(&frontend, &group, &version, rest)?;
+    let q = parse_query(req.uri().query());
+    let view = negotiate(&accept)?;
+    let api = frontend.api.clone();
+    let def = target.def.clone();
+    let ns = target.namespace.clone();
+    let sub = match target.sub.as_deref() {
+        Some("status") => Subresource::Status,
+        Some("scale") => Subresource::Scale,
+        _ => Subresource::Main,
+    };
+    let method = req.method().clone();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let watch = target.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    match (method, target.name.clone()) {
+        (Method::GET, None) if watch => Ok(crate::watch::serve(
+            api,
+            def,
+            ns,
+            &q,
+            view == View::Table,
+            view == View::PartialMetadata,
+        )
+        .await?),
+        (Method::GET, Some(name)) if watch => {
+            let mut q = q;
+            let mut fs = format!("metadata.name={name}");
+            if let Some(existing) = q.get("fieldSelector").filter(|f| !f.is_empty()) {
+                fs = format!("{existing},{fs}");
+            }
+            q.insert("fieldSelector".into(), fs);
+            Ok(crate::watch::serve(
+                api,
+                def,
+                ns,
+                &q,
+                view == View::Table,
+                view == View::PartialMetadata,
+            )
+            .await?)
+        }
+        (Method::GET, None) | (Method::HEAD, None) => {
+            if target.sub.is_some() {
+                return Err(ApiError::not_found_path());
+            }
+            list_response(&api, &def, ns.as_deref(), &q, view).await
+        }
+        (Method::GET, Some(name)) | (Method::HEAD, Some(name)) => {
+            let obj = match sub {
+                Subresource::Scale => api.get_scale(&def, ns.as_deref(), &name)?,
+                _ => api.get(&def, ns.as_deref(), &name)?,
+            };
+            single_response(&def, obj, view, &q, StatusCode::OK, &[])
+        }
+        (Method::POST, None) => {
+            let opts = write_options(&q, &user_agent)?;
+            let (parts, body) = read_body(req).await?;
+            let obj = decode_object(&body, &content_type(&parts))?;
+            let written = api.create(&def, ns.as_deref(), obj, &opts).await?;
+            single_response(
+                &def,
+                written.object,
+                view,
+                &q,
+                StatusCode::CREATED,
+                &written.warnings,
+            )
+        }
+        (Method::PUT, Some(name)) => {
+            let opts = write_options(&q, &user_agent)?;
+            let (parts, body) = read_body(req).await?;
+            let obj = decode_object(&body, &content_type(&parts))?;
+            if target.sub.as_deref() == Some("finalize") {
+                let written = crate::gc::finalize_namespace(&api, &def, &name, obj, &opts).await?;
+                return single_response(&def, written.object, view, &q, StatusCode::OK, &written.warnings);
+            }
+            let written = api.update(&def, ns.as_deref(), &name, obj, sub, &opts).await?;
+            let code = if written.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            single_response(&def, written.object, view, &q, code, &written.warnings)
+        }
+        (Method::PATCH, Some(name)) => {
+            let opts = write_options(&q, &user_agent)?;
+            let (parts, body) = read_body(req).await?;
+            let ct = content_type(&parts);
+            let patch = decode_patch(&ct, &body)?;
+            if matches!(patch, Patch::Apply(_)) && opts.field_manager.as_deref().is_none_or(str::is_empty) {
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    vec![crate::errors::Cause::required(
+                        "fieldManager",
+                        "is required for apply patch",
+                    )],
+                ));
+            }
+            let written = api.patch(&def, ns.as_deref(), &name, &patch, sub, &opts).await?;
+            let code = if written.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            single_response(&def, written.object, view, &q, code, &written.warnings)
+        }
+        (Method::DELETE, Some(name)) => {
+            if target.sub.is_some() {
+                return Err(ApiError::method_not_allowed("DELETE"));
+            }
+            let (_, body) = read_body(req).await?;
+            let opts = delete_options(&q, &body)?;
+            match api.delete(&def, ns.as_deref(), &name, &opts).await? {
+                DeleteOutcome::Pending(obj) => {
+                    single_response(&def, obj, View::Object, &q, StatusCode::OK, &[])
+                }
+                DeleteOutcome::Deleted(obj) => {
+                    if def.is_custom() {
+                        single_response(&def, obj, View::Object, &q, StatusCode::OK, &[])
+                    } else {
+                        let mut details =
+                            json!({"name": name, "kind": def.plural, "uid": obj["metadata"]["uid"]});
+                        if !def.group.is_empty() {
+                            details["group"] = json!(def.group);
+                        }
+                        Ok(json_response(
+                            StatusCode::OK,
+                            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+                        ))
+                    }
+                }
+            }
+        }
+        (Method::DELETE, None) => {
+            let list = list_options(&def, &q)?;
+            let (_, body) = read_body(req).await?;
+            let opts = delete_options(&q, &body)?;
+            let deleted = api.delete_collection(&def, ns.as_deref(), &list, &opts).await?;
+            let mut out = Vec::new();
+            out.extend_from_slice(
+                format!(
+                    "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":",
+                    def.list_kind(),
+                    def.api_version(),
+                    api.store.revision()
+                )
+                .as_bytes(),
+            );
+            let _ = serde_json::to_writer(&mut out, &deleted);
+            out.push(b'}');
+            Ok(bytes_response(StatusCode::OK, out, "application/json"))
+        }
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+fn decode_patch(content_type: &str, body: &[u8]) -> ApiResult<Patch> {
+    let parse_json = |what: &str| -> ApiResult<Value> {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the {what} is not valid JSON: {e}")))
+    };
+    match content_type {
+        "application/json-patch+json" => {
+            let v = parse_json("JSON patch")?;
+            if !v.is_array() {
+                return Err(ApiError::bad_request(
+                    "a JSON patch must be an array of operations",
+                ));
+            }
+            Ok(Patch::Json(v))
+        }
+        "application/merge-patch+json" => Ok(Patch::Merge(parse_json("merge patch")?)),
+        "application/strategic-merge-patch+json" => {
+            Ok(Patch::Strategic(parse_json("strategic merge patch")?))
+        }
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            let v: Value = serde_yaml::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("the apply configuration is not valid YAML: {e}"))
+            })?;
+            if !v.is_object() {
+                return Err(ApiError::bad_request("the apply configuration must be an object"));
+            }
+            Ok(Patch::Apply(v))
+        }
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
+fn single_response(
+    def: &ResourceDef,
+    obj: Value,
+    view: View,
+    q: &Query,
+    code: StatusCode,
+    warnings: &[String],
+) -> ApiResult<Response<Body>> {
+    let resp = match view {
+        View::Object => json_response(code, &obj),
+        View::PartialMetadata => json_response(code, &partial_metadata(&obj)),
+        View::Table => {
+            let include = IncludeObject::parse(q.get("includeObject").map(String::as_str))
+                .map_err(ApiError::bad_request)?;
+            let rv = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            if obj["kind"] == "Scale" || obj["kind"] == "Status" {
+                json_response(code, &obj)
+            } else {
+                json_response(code, &crate::table::table(def, &[obj], include, true, &rv, None))
+            }
+        }
+    };
+    Ok(with_warnings(resp, warnings))
+}
+
+async fn list_response(
+    api: &Api,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    q: &Query,
+    view: View,
+) -> ApiResult<Response<Body>> {
+    let opts = list_options(def, q)?;
+    let page = api.list(def, ns, &opts).await?;
+    let rv = page.revision.to_string();
+    match view {
+        View::Object => {
+            let mut out =
+                Vec::with_capacity(page.items.iter().map(|kv| kv.value.len() + 40).sum::<usize>() + 256);
+            out.extend_from_slice(
+                format!(
+                    "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"",
+                    def.list_kind(),
+                    def.api_version()
+                )
+                .as_bytes(),
+            );
+            if let Some(c) = &page.continue_token {
+                out.extend_from_slice(format!(",\"continue\":\"{c}\"").as_bytes());
+            }
+            if let Some(r) = page.remaining {
+                out.extend_from_slice(format!(",\"remainingItemCount\":{r}").as_bytes());
+            }
+            out.extend_from_slice(b"},\"items\":[");
+            for (i, kv) in page.items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                api.render_into(def, &kv.value, kv.mod_revision, &mut out);
+            }
+            out.extend_from_slice(b"]}");
+            Ok(bytes_response(StatusCode::OK, out, "application/json"))
+        }
+        View::PartialMetadata => {
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|kv| partial_metadata(&api.to_value(def, &kv.value, kv.mod_revision)))
+                .collect();
+            let mut meta = json!({"resourceVersion": rv});
+            if let Some(c) = &page.continue_token {
+                meta["continue"] = json!(c);
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items}),
+            ))
+        }
+        View::Table => {
+            let include = IncludeObject::parse(q.get("includeObject").map(String::as_str))
+                .map_err(ApiError::bad_request)?;
+            let objs: Vec<Value> = page
+                .items
+                .iter()
+                .map(|kv| api.to_value(def, &kv.value, kv.mod_revision))
+                .collect();
+            let table = crate::table::table(def, &objs, include, true, &rv, page.continue_token.as_deref());
+            Ok(json_response(StatusCode::OK, &table))
+        }
+    }
+}
+
+/// Streams watch events as newline-delimited JSON.
+pub fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let stream = tokio_stream_from(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)));
+    let body = BodyExt::boxed(StreamBody::new(stream));
+    let mut resp = Response::new(body);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}
+
+fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Bytes>) -> impl futures::Stream<Item = Bytes> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Convenience for watch.rs: a default timeout when the client gave none.
+pub fn default_watch_timeout() -> Duration {
+    let secs = 1800 + rand::random::<u64>() % 1800;
+    Duration::from_secs(secs)
+}
+
+/// Which Flavor a def has, for watch conversions.
+pub fn is_event_v1(def: &ResourceDef) -> bool {
+    matches!(def.flavor, Flavor::Builtin(crate::builtin::BuiltinKind::EventV1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(negotiate("").unwrap(), View::Object);
+        assert_eq!(negotiate("application/json").unwrap(), View::Object);
+        assert_eq!(
+            negotiate("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json").unwrap(),
+            View::Table
+        );
+        assert_eq!(
+            negotiate("application/vnd.kubernetes.protobuf, */*").unwrap(),
+            View::Object
+        );
+        assert_eq!(
+            negotiate("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").unwrap(),
+            View::PartialMetadata
+        );
+        assert_eq!(
+            negotiate("application/vnd.kubernetes.protobuf").unwrap_err().code,
+            406
+        );
+    }
+
+    #[test]
+    fn patch_types() {
+        assert!(matches!(
+            decode_patch("application/json-patch+json", b"[]"),
+            Ok(Patch::Json(_))
+        ));
+        assert_eq!(
+            decode_patch("application/json-patch+json", b"{}")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(decode_patch("application/xml", b"{}").unwrap_err().code, 415);
+        assert!(matches!(
+            decode_patch("application/apply-patch+yaml", b"a: 1"),
+            Ok(Patch::Apply(_))
+        ));
+    }
+
+    #[test]
+    fn bodies() {
+        assert_eq!(
+            decode_object(b"{not json", "application/json").unwrap_err().code,
+            400
+        );
+        assert_eq!(decode_object(b"[1]", "application/json").unwrap_err().code, 400);
+        assert!(decode_object(b"kind: X\n", "application/yaml").is_ok());
+        assert_eq!(decode_object(b"{}", "text/html").unwrap_err().code, 415);
+    }
+}

@@ -1,0 +1,293 @@
+//! Objects as stored and as served: the storage encoding (metadata first, no
+//! `resourceVersion`), splicing the revision back in when serving, and metadata helpers.
+//!
+//! The resourceVersion of an object is its store mod revision; it is not stored inside the
+//! value. Values are written with `metadata` as the first key so serving can insert
+//! `"resourceVersion"` by splicing bytes instead of parsing every object of a large list.
+
+use std::collections::BTreeMap;
+
+use rand::Rng;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// Encodes an object for storage: `{"metadata":{...},<other keys>}` without resourceVersion.
+pub fn encode_for_storage(obj: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"{\"metadata\":");
+    let empty = Map::new();
+    let map = obj.as_object().unwrap_or(&empty);
+    let mut meta = map
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    meta.remove("resourceVersion");
+    // Writing to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, &meta);
+    for (k, v) in map {
+        if k == "metadata" {
+            continue;
+        }
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    }
+    out.push(b'}');
+    out
+}
+
+/// Serves stored bytes with `resourceVersion` set to `rv` (spliced in without parsing).
+pub fn render(stored: &[u8], rv: u64, out: &mut Vec<u8>) {
+    const HEAD: &[u8] = b"{\"metadata\":{";
+    if stored.starts_with(HEAD) {
+        out.extend_from_slice(HEAD);
+        out.extend_from_slice(b"\"resourceVersion\":\"");
+        out.extend_from_slice(rv.to_string().as_bytes());
+        out.push(b'"');
+        if stored.get(HEAD.len()) != Some(&b'}') {
+            out.push(b',');
+        }
+        out.extend_from_slice(&stored[HEAD.len()..]);
+    } else {
+        // Not written by encode_for_storage: fall back to a parse.
+        let mut value: Value = serde_json::from_slice(stored).unwrap_or_else(|_| json!({}));
+        set_resource_version(&mut value, rv);
+        let _ = serde_json::to_writer(out, &value);
+    }
+}
+
+/// Decodes stored bytes and sets the resourceVersion.
+pub fn decode_stored(stored: &[u8], rv: u64) -> Value {
+    let mut value: Value = serde_json::from_slice(stored).unwrap_or_else(|_| json!({}));
+    set_resource_version(&mut value, rv);
+    value
+}
+
+/// Sets `metadata.resourceVersion`.
+pub fn set_resource_version(obj: &mut Value, rv: u64) {
+    if let Some(meta) = metadata_mut(obj) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+/// `metadata` as a mutable map, created if missing.
+pub fn metadata_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+    let map = obj.as_object_mut()?;
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    meta.as_object_mut()
+}
+
+/// A string field of `metadata`.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+/// `metadata.labels` as a map of strings.
+pub fn labels(obj: &Value) -> BTreeMap<String, String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `metadata.finalizers`.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|f| f.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Replaces `metadata.finalizers` (removing the field when empty).
+pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
+    if let Some(meta) = metadata_mut(obj) {
+        if finalizers.is_empty() {
+            meta.remove("finalizers");
+        } else {
+            meta.insert("finalizers".into(), json!(finalizers));
+        }
+    }
+}
+
+/// Whether `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    obj.get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|v| !v.is_null())
+}
+
+/// An owner reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// Owner UID.
+    pub uid: String,
+    /// Whether the owner's foreground deletion waits for this dependent.
+    pub block_owner_deletion: bool,
+}
+
+/// `metadata.ownerReferences`.
+pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
+    obj.get("metadata")
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| {
+                    Some(OwnerRef {
+                        uid: r.get("uid")?.as_str()?.to_owned(),
+                        block_owner_deletion: r
+                            .get("blockOwnerDeletion")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The few metadata fields list filtering needs, decoded without building a full `Value`.
+#[derive(Debug, Default, Deserialize)]
+pub struct MetaOnly {
+    /// Metadata subset.
+    #[serde(default)]
+    pub metadata: MetaFields,
+}
+
+/// Subset of ObjectMeta used for filtering.
+#[derive(Debug, Default, Deserialize)]
+pub struct MetaFields {
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Labels.
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// A random UID in the canonical 8-4-4-4-12 form (version 4).
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// kube-apiserver's generateName suffix: five characters from a consonant/digit alphabet.
+pub fn generate_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    let prefix = if prefix.len() > 58 { &prefix[..58] } else { prefix };
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+/// Now, as an RFC 3339 timestamp with second precision (metav1.Time).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Now, with microseconds (metav1.MicroTime).
+pub fn now_micro() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string()
+}
+
+/// Parses a metav1.Time.
+pub fn parse_time(s: &str) -> Option<jiff::Timestamp> {
+    s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn storage_round_trip_splices_resource_version() {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "99"}, "data": {"k": "v"}});
+        let stored = encode_for_storage(&obj);
+        assert!(!String::from_utf8_lossy(&stored).contains("99"));
+        let mut out = Vec::new();
+        render(&stored, 7, &mut out);
+        let served: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(served["metadata"]["resourceVersion"], "7");
+        assert_eq!(served["metadata"]["name"], "a");
+        assert_eq!(served["data"]["k"], "v");
+        assert_eq!(decode_stored(&stored, 7), served);
+    }
+
+    #[test]
+    fn render_handles_empty_metadata_and_foreign_bytes() {
+        let stored = encode_for_storage(&json!({"kind": "X"}));
+        let mut out = Vec::new();
+        render(&stored, 3, &mut out);
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "3");
+        let mut out = Vec::new();
+        render(br#"{"kind":"Y","metadata":{"name":"n"}}"#, 4, &mut out);
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "4");
+    }
+
+    #[test]
+    fn uids_and_generated_names_have_kube_shapes() {
+        let uid = new_uid();
+        assert_eq!(uid.len(), 36);
+        assert_eq!(uid.matches('-').count(), 4);
+        assert_ne!(uid, new_uid());
+        let name = generate_name("web-");
+        assert!(name.starts_with("web-") && name.len() == 9);
+        assert!(crate::names::is_dns1123_subdomain(&name));
+    }
+
+    #[test]
+    fn timestamps_parse_back() {
+        assert!(parse_time(&now_rfc3339()).is_some());
+        assert!(parse_time(&now_micro()).is_some());
+    }
+
+    #[test]
+    fn metadata_helpers() {
+        let mut obj = json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["x"],
+            "ownerReferences": [{"uid": "u1", "blockOwnerDeletion": true}, {"uid": "u2"}]}});
+        assert_eq!(labels(&obj)["a"], "b");
+        assert_eq!(finalizers(&obj), vec!["x"]);
+        assert_eq!(
+            owner_refs(&obj)[0],
+            OwnerRef {
+                uid: "u1".into(),
+                block_owner_deletion: true
+            }
+        );
+        set_finalizers(&mut obj, vec![]);
+        assert!(obj["metadata"].get("finalizers").is_none());
+        assert!(!is_deleting(&obj));
+    }
+}

@@ -1,0 +1,766 @@
+//! Conformance with kube-rs: typed and dynamic APIs, object semantics, list/watch, watcher and
+//! reflector, garbage collection, namespaces and finalizers, against a real server process.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams, WatchEvent, WatchParams,
+};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::{Value, json};
+
+use common::{eventually, namespace, shared};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})).unwrap()
+}
+
+fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}
+        }
+    }))
+    .unwrap()
+}
+
+fn api_error(e: kube::Error) -> (u16, String, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn typed_crud_with_uid_resource_version_and_conflicts() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "crud").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    let created = api.create(&PostParams::default(), &cm("a", &[])).await.unwrap();
+    let meta = &created.metadata;
+    assert_eq!(meta.uid.as_ref().unwrap().len(), 36);
+    assert!(meta.creation_timestamp.is_some());
+    let rv1: u64 = meta.resource_version.as_ref().unwrap().parse().unwrap();
+
+    let (code, reason, message) = api_error(
+        api.create(&PostParams::default(), &cm("a", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(message, "configmaps \"a\" already exists");
+
+    let mut changed = created.clone();
+    changed.data = Some([("k".to_string(), "v2".to_string())].into());
+    let updated = api.replace("a", &PostParams::default(), &changed).await.unwrap();
+    let rv2: u64 = updated
+        .metadata
+        .resource_version
+        .as_ref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv2 > rv1, "resourceVersion must increase");
+    assert_eq!(updated.metadata.uid, created.metadata.uid);
+
+    // Stale resourceVersion: 409 Conflict.
+    let (code, reason, message) = api_error(
+        api.replace("a", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    assert!(message.contains("the object has been modified"), "{message}");
+
+    // A no-op update does not bump the resourceVersion.
+    let same = api.replace("a", &PostParams::default(), &updated).await.unwrap();
+    assert_eq!(same.metadata.resource_version, updated.metadata.resource_version);
+
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"extra": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.as_ref().unwrap()["extra"], "1");
+
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let (code, reason, message) = api_error(api.get("a").await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (404, "NotFound"));
+    assert_eq!(message, "configmaps \"a\" not found");
+}
+
+#[tokio::test]
+async fn generate_name_and_dry_run() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "gen").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mut obj = cm("", &[]);
+    obj.metadata.name = None;
+    obj.metadata.generate_name = Some("cfg-".into());
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    let name = created.metadata.name.unwrap();
+    assert!(name.starts_with("cfg-") && name.len() == 9, "{name}");
+
+    let dry = api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &cm("dry", &[]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.metadata.name.as_deref(), Some("dry"));
+    assert!(
+        api.get_opt("dry").await.unwrap().is_none(),
+        "dry run must not persist"
+    );
+    let before = api.get(&name).await.unwrap();
+    api.delete(
+        &name,
+        &DeleteParams {
+            dry_run: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api.get(&name).await.unwrap().metadata.resource_version,
+        before.metadata.resource_version
+    );
+}
+
+#[tokio::test]
+async fn generation_and_status_subresource_isolation() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "gen-status").await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let d = api
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    assert!(d.status.is_none(), "status is cleared on create");
+
+    // Metadata change: no generation bump.
+    let d = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    // Spec change: bump.
+    let d = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.generation, Some(2));
+
+    // Status through the main resource is ignored.
+    let d = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    assert!(d.status.is_none());
+    // Status through /status is kept, spec changes there are ignored, generation unchanged.
+    let d = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 7}, "spec": {"replicas": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(d.status.as_ref().unwrap().replicas, Some(7));
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(d.metadata.generation, Some(2));
+
+    // Scale subresource.
+    let scale = api.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(3));
+    api.patch_scale(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api.get("web").await.unwrap().spec.unwrap().replicas, Some(4));
+}
+
+#[tokio::test]
+async fn dynamic_api_selectors_and_pagination() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "dyn").await;
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    for i in 0..10 {
+        let env = if i % 2 == 0 { "prod" } else { "dev" };
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("c{i}"), "labels": {"env": env, "idx": i.to_string()}},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    let names = |list: kube::core::ObjectList<DynamicObject>| -> Vec<String> {
+        list.items.into_iter().map(|o| o.metadata.name.unwrap()).collect()
+    };
+    assert_eq!(
+        names(api.list(&ListParams::default().labels("env=prod")).await.unwrap()).len(),
+        5
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("env!=prod"))
+                .await
+                .unwrap()
+        )
+        .len(),
+        5
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("idx in (1,2,3)"))
+                .await
+                .unwrap()
+        ),
+        vec!["c1", "c2", "c3"]
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().labels("idx notin (0,1),env=prod"))
+                .await
+                .unwrap()
+        )
+        .len(),
+        4
+    );
+    assert_eq!(
+        names(api.list(&ListParams::default().labels("idx>7")).await.unwrap()),
+        vec!["c8", "c9"]
+    );
+    assert_eq!(
+        names(api.list(&ListParams::default().labels("!env")).await.unwrap()).len(),
+        0
+    );
+    assert_eq!(
+        names(api.list(&ListParams::default().labels("env")).await.unwrap()).len(),
+        10
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().fields("metadata.name=c3"))
+                .await
+                .unwrap()
+        ),
+        vec!["c3"]
+    );
+    assert_eq!(
+        names(
+            api.list(&ListParams::default().fields("metadata.name!=c3"))
+                .await
+                .unwrap()
+        )
+        .len(),
+        9
+    );
+
+    // Pagination: a consistent snapshot even when objects change between pages.
+    let first = api.list(&ListParams::default().limit(4)).await.unwrap();
+    assert_eq!(first.items.len(), 4);
+    assert_eq!(first.metadata.remaining_item_count, Some(6));
+    let token = first.metadata.continue_.clone().unwrap();
+    let page_rv = first.metadata.resource_version.clone().unwrap();
+    api.delete("c9", &DeleteParams::default()).await.unwrap();
+    let mut all = names(first);
+    let mut token = Some(token);
+    while let Some(t) = token {
+        let page = api
+            .list(&ListParams::default().limit(4).continue_token(&t))
+            .await
+            .unwrap();
+        assert_eq!(page.metadata.resource_version.as_deref(), Some(page_rv.as_str()));
+        token = page.metadata.continue_.clone().filter(|t| !t.is_empty());
+        all.extend(names(page));
+    }
+    assert_eq!(
+        all.len(),
+        10,
+        "the deleted object is still in the paginated snapshot: {all:?}"
+    );
+
+    // Exact resourceVersion read of the past.
+    let past = api
+        .list(
+            &ListParams::default()
+                .at(&page_rv)
+                .matching(kube::api::VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    assert_eq!(past.items.len(), 10);
+    assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 9);
+}
+
+#[tokio::test]
+async fn watch_from_resource_version_delivers_each_event_once_in_order() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "watch").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    for i in 0..5 {
+        api.create(&PostParams::default(), &cm(&format!("w{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    api.patch(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "changed"}})),
+    )
+    .await
+    .unwrap();
+    api.delete("w2", &DeleteParams::default()).await.unwrap();
+    let stream = api
+        .watch(&WatchParams::default().timeout(5), &start)
+        .await
+        .unwrap();
+    let events: Vec<String> = stream
+        .take(7)
+        .map(|e| match e.unwrap() {
+            WatchEvent::Added(o) => format!("ADDED {}", o.metadata.name.unwrap()),
+            WatchEvent::Modified(o) => format!("MODIFIED {}", o.metadata.name.unwrap()),
+            WatchEvent::Deleted(o) => format!("DELETED {}", o.metadata.name.unwrap()),
+            other => format!("{other:?}"),
+        })
+        .collect()
+        .await;
+    assert_eq!(
+        events,
+        vec![
+            "ADDED w0",
+            "ADDED w1",
+            "ADDED w2",
+            "ADDED w3",
+            "ADDED w4",
+            "MODIFIED w1",
+            "DELETED w2"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn watch_with_label_selector_sees_transitions_and_bookmarks() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "watchsel").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    api.create(&PostParams::default(), &cm("x", &[("team", "a")]))
+        .await
+        .unwrap();
+    api.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "b"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("team=a").timeout(5), &start)
+        .await
+        .unwrap()
+        .boxed();
+    let mut kinds = Vec::new();
+    while kinds.len() < 3 {
+        match stream.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(_) => kinds.push("ADDED"),
+            WatchEvent::Modified(_) => kinds.push("MODIFIED"),
+            WatchEvent::Deleted(_) => kinds.push("DELETED"),
+            _ => {}
+        }
+    }
+    assert_eq!(kinds, vec!["ADDED", "DELETED", "ADDED"]);
+
+    // Bookmarks carry the latest resourceVersion.
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default()
+            }
+            .timeout(2),
+            &rv,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    // Another namespace changes: this watch has nothing to deliver but a bookmark.
+    let other: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let probe = format!("bookmark-probe-{}", common::rand_suffix());
+    other
+        .create(&PostParams::default(), &cm(&probe, &[]))
+        .await
+        .unwrap();
+    let mut bookmark = None;
+    while let Some(e) = stream.try_next().await.unwrap() {
+        if let WatchEvent::Bookmark(b) = e {
+            bookmark = Some(b.metadata.resource_version);
+        }
+    }
+    let bookmark: u64 = bookmark.expect("a bookmark before the timeout").parse().unwrap();
+    assert!(bookmark > rv.parse::<u64>().unwrap());
+    other.delete(&probe, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn watcher_and_reflector_follow_changes() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "reflector").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("pre", &[])).await.unwrap();
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api.clone(), watcher::Config::default()))
+        .applied_objects()
+        .boxed();
+    let handle = tokio::spawn(async move {
+        let mut s = stream;
+        while s.try_next().await.unwrap().is_some() {}
+    });
+    api.create(&PostParams::default(), &cm("post", &[]))
+        .await
+        .unwrap();
+    eventually("reflector sees both objects", WAIT, || {
+        let reader = reader.clone();
+        async move { (reader.state().len() == 2).then_some(()) }
+    })
+    .await;
+    api.delete("pre", &DeleteParams::default()).await.unwrap();
+    eventually("reflector drops the deleted object", WAIT, || {
+        let reader = reader.clone();
+        async move {
+            let names: Vec<String> = reader
+                .state()
+                .iter()
+                .map(|o| o.metadata.name.clone().unwrap())
+                .collect();
+            (names == vec!["post".to_string()]).then_some(())
+        }
+    })
+    .await;
+    handle.abort();
+
+    // The streaming-list flavour (sendInitialEvents) too.
+    let initial: Vec<ConfigMap> = watcher(api.clone(), watcher::Config::default().streaming_lists())
+        .applied_objects()
+        .take(1)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(initial[0].metadata.name.as_deref(), Some("post"));
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "fin").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mut obj = cm("held", &[]);
+    obj.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &obj).await.unwrap();
+    let res = api.delete("held", &DeleteParams::default()).await.unwrap();
+    let pending = res.left().expect("deletion waits for the finalizer");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    let still = api.get("held").await.unwrap();
+    assert!(still.metadata.deletion_timestamp.is_some());
+    // New finalizers cannot be added while deleting.
+    let err = api
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err).1, "Invalid");
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(api.get_opt("held").await.unwrap().is_none());
+}
+
+fn owned_by(name: &str, owner: &ConfigMap, block: bool) -> ConfigMap {
+    let mut dep = cm(name, &[]);
+    dep.metadata.owner_references =
+        Some(vec![serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name, "uid": owner.metadata.uid,
+        "blockOwnerDeletion": block,
+    }))
+    .unwrap()]);
+    dep
+}
+
+#[tokio::test]
+async fn garbage_collection_background_foreground_orphan() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "gc").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    // Background: the owner goes at once, the dependent follows.
+    let owner = api
+        .create(&PostParams::default(), &cm("owner-bg", &[]))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &owned_by("dep-bg", &owner, false))
+        .await
+        .unwrap();
+    api.delete("owner-bg", &DeleteParams::background()).await.unwrap();
+    eventually("background dependent collected", WAIT, || {
+        let api = api.clone();
+        async move { api.get_opt("dep-bg").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+
+    // Foreground: the owner waits (finalizer) until the blocking dependent is gone.
+    let owner = api
+        .create(&PostParams::default(), &cm("owner-fg", &[]))
+        .await
+        .unwrap();
+    let mut dep = owned_by("dep-fg", &owner, true);
+    dep.metadata.finalizers = Some(vec!["example.com/slow".into()]);
+    api.create(&PostParams::default(), &dep).await.unwrap();
+    api.delete("owner-fg", &DeleteParams::foreground()).await.unwrap();
+    let waiting = eventually("dependent marked for deletion", WAIT, || {
+        let api = api.clone();
+        async move {
+            api.get("dep-fg")
+                .await
+                .ok()
+                .filter(|d| d.metadata.deletion_timestamp.is_some())
+        }
+    })
+    .await;
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    let owner_now = api.get("owner-fg").await.unwrap();
+    assert!(
+        owner_now
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    api.patch(
+        "dep-fg",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("foreground owner deleted", WAIT, || {
+        let api = api.clone();
+        async move { api.get_opt("owner-fg").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+
+    // Orphan: the dependent stays and loses its owner reference.
+    let owner = api
+        .create(&PostParams::default(), &cm("owner-or", &[]))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &owned_by("dep-or", &owner, false))
+        .await
+        .unwrap();
+    api.delete("owner-or", &DeleteParams::orphan()).await.unwrap();
+    eventually("orphan owner deleted", WAIT, || {
+        let api = api.clone();
+        async move { api.get_opt("owner-or").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    let dep = api.get("dep-or").await.unwrap();
+    assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
+
+    // A dependent whose owner never existed is collected.
+    let ghost: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "ghost-owner", "uid": "00000000-0000-4000-8000-000000000000"}}),
+    )
+    .unwrap();
+    api.create(&PostParams::default(), &owned_by("dangling", &ghost, false))
+        .await
+        .unwrap();
+    eventually("dangling dependent collected", WAIT, || {
+        let api = api.clone();
+        async move { api.get_opt("dangling").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn namespace_deletion_removes_contents_then_the_namespace() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "doomed").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    cms.create(&PostParams::default(), &cm("a", &[])).await.unwrap();
+    deps.create(&PostParams::default(), &deployment("d"))
+        .await
+        .unwrap();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let deleted = namespaces.delete(&ns, &DeleteParams::default()).await.unwrap();
+    let terminating = deleted.left().expect("the namespace is deleted asynchronously");
+    assert_eq!(terminating.status.unwrap().phase.as_deref(), Some("Terminating"));
+    eventually("namespace gone", WAIT, || {
+        let namespaces = namespaces.clone();
+        let ns = ns.clone();
+        async move { namespaces.get_opt(&ns).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    assert!(cms.list(&ListParams::default()).await.unwrap().items.is_empty());
+    // Creating in a missing namespace is NotFound.
+    let (code, reason, _) = api_error(
+        cms.create(&PostParams::default(), &cm("late", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (404, "NotFound"));
+    // System namespaces exist.
+    for sys in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        namespaces.get(sys).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn events_are_shared_between_core_and_events_k8s_io() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "events").await;
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let ev: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "e1"},
+        "eventTime": "2025-01-01T00:00:00.000000Z",
+        "reportingController": "flotilla.io/test", "reportingInstance": "t-1",
+        "action": "Testing", "reason": "Tested", "type": "Normal", "note": "hello",
+        "regarding": {"kind": "ConfigMap", "name": "x", "namespace": ns},
+    }))
+    .unwrap();
+    v1.create(&PostParams::default(), &ev).await.unwrap();
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let got = core.get("e1").await.unwrap();
+    assert_eq!(got.message.as_deref(), Some("hello"));
+    assert_eq!(got.involved_object.name.as_deref(), Some("x"));
+    let back = v1.get("e1").await.unwrap();
+    assert_eq!(back.note.as_deref(), Some("hello"));
+}
+
+#[tokio::test]
+async fn table_and_metadata_views() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "table").await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &deployment("t"))
+        .await
+        .unwrap();
+    let req = http::Request::get(format!(
+        "/apis/apps/v1/namespaces/{ns}/deployments?includeObject=None"
+    ))
+    .header(
+        "Accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let table: Value = client.request(req).await.unwrap();
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["priority"] == 0)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, vec!["Name", "Ready", "Up-to-date", "Available", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], "t");
+    assert_eq!(table["rows"][0]["cells"][1], "0/1");
+    assert!(table["rows"][0].get("object").is_none());
+
+    let metas = kube::Api::<Deployment>::namespaced(client.clone(), &ns)
+        .list_metadata(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(metas.items[0].metadata.name.as_deref(), Some("t"));
+}

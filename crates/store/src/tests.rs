@@ -1,0 +1,341 @@
+#![allow(clippy::unwrap_used)]
+//! Unit tests of the store's transactional, snapshot and watch semantics.
+
+use super::*;
+
+fn open(dir: &tempfile::TempDir) -> Store {
+    Store::open(dir.path().join("db.redb"), StoreOptions::default()).unwrap()
+}
+
+fn committed(outcome: TxnOutcome) -> (u64, Vec<Option<Arc<KeyValue>>>) {
+    match outcome {
+        TxnOutcome::Committed { revision, results } => (revision, results),
+        other => panic!("expected commit, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn revisions_increase_by_one_per_changing_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    assert_eq!(store.revision(), 0);
+    let (r1, res) = committed(store.txn(Txn::new().put("/a", "1")).await.unwrap());
+    assert_eq!(r1, 1);
+    let a = res[0].clone().unwrap();
+    assert_eq!((a.create_revision, a.mod_revision), (1, 1));
+    let (r2, res) = committed(store.txn(Txn::new().put("/a", "2").put("/b", "x")).await.unwrap());
+    assert_eq!(r2, 2);
+    assert_eq!(
+        res[0].as_ref().unwrap().create_revision,
+        1,
+        "update keeps create revision"
+    );
+    assert_eq!(res[0].as_ref().unwrap().mod_revision, 2);
+    // Deleting a missing key changes nothing and consumes no revision.
+    let (r3, res) = committed(store.txn(Txn::new().delete("/missing")).await.unwrap());
+    assert_eq!(r3, 2);
+    assert!(res[0].is_none());
+    let (r4, res) = committed(store.txn(Txn::new().delete("/b")).await.unwrap());
+    assert_eq!(r4, 3);
+    assert_eq!(res[0].as_ref().unwrap().value, b"x");
+    assert!(store.get("/b").is_none());
+}
+
+#[tokio::test]
+async fn conditions_gate_the_whole_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    committed(
+        store
+            .txn(Txn::new().when("/a", Compare::Absent).put("/a", "1"))
+            .await
+            .unwrap(),
+    );
+    let outcome = store
+        .txn(
+            Txn::new()
+                .when("/a", Compare::Absent)
+                .put("/a", "2")
+                .put("/other", "z"),
+        )
+        .await
+        .unwrap();
+    match outcome {
+        TxnOutcome::ConditionFailed { index, current } => {
+            assert_eq!(index, 0);
+            assert_eq!(current.unwrap().value, b"1");
+        }
+        other => panic!("expected failure, got {other:?}"),
+    }
+    assert!(
+        store.get("/other").is_none(),
+        "a failed transaction writes nothing"
+    );
+    assert_eq!(store.revision(), 1);
+
+    let stale = store
+        .txn(Txn::new().when("/a", Compare::ModRevision(7)).put("/a", "3"))
+        .await
+        .unwrap();
+    assert!(matches!(stale, TxnOutcome::ConditionFailed { .. }));
+    let (rev, _) = committed(
+        store
+            .txn(Txn::new().when("/a", Compare::ModRevision(1)).put("/a", "3"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rev, 2);
+    let missing = store
+        .txn(Txn::new().when("/nope", Compare::Present).delete("/nope"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        missing,
+        TxnOutcome::ConditionFailed { current: None, .. }
+    ));
+}
+
+#[tokio::test]
+async fn concurrent_creates_of_one_key_have_exactly_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .txn(
+                    Txn::new()
+                        .when("/race", Compare::Absent)
+                        .put("/race", format!("{i}")),
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        if matches!(t.await.unwrap(), TxnOutcome::Committed { .. }) {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 1);
+    assert_eq!(store.revision(), 1);
+}
+
+#[tokio::test]
+async fn snapshots_are_isolated_from_later_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for key in ["/p/a", "/p/b", "/p/c", "/q/a", "/pz"] {
+        store.txn(Txn::new().put(key, key)).await.unwrap();
+    }
+    let snap = store.snapshot();
+    store
+        .txn(Txn::new().delete("/p/b").put("/p/d", "d"))
+        .await
+        .unwrap();
+    let keys: Vec<&str> = snap.range("/p/", None).map(|kv| kv.key.as_str()).collect();
+    assert_eq!(keys, vec!["/p/a", "/p/b", "/p/c"]);
+    let after: Vec<&str> = snap
+        .range("/p/", Some("/p/a"))
+        .map(|kv| kv.key.as_str())
+        .collect();
+    assert_eq!(after, vec!["/p/b", "/p/c"]);
+    assert_eq!(snap.revision(), 5);
+    let now: Vec<String> = store
+        .snapshot()
+        .range("/p/", None)
+        .map(|kv| kv.key.clone())
+        .collect();
+    assert_eq!(now, vec!["/p/a", "/p/c", "/p/d"]);
+}
+
+#[tokio::test]
+async fn watch_delivers_every_event_once_in_order_with_prefix_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    store.txn(Txn::new().put("/w/a", "0")).await.unwrap();
+    let mut watcher = store.watch("/w/", 1).unwrap();
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                let key = if i % 3 == 0 {
+                    "/x/other".to_string()
+                } else {
+                    format!("/w/{}", i % 5)
+                };
+                store.txn(Txn::new().put(key, format!("{i}"))).await.unwrap();
+            }
+            store.txn(Txn::new().delete("/w/a")).await.unwrap();
+        })
+    };
+    let mut seen = Vec::new();
+    while seen.last().map(|e: &Arc<Event>| e.kind) != Some(EventKind::Delete) {
+        let batch = tokio::time::timeout(std::time::Duration::from_secs(10), watcher.next_batch())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.extend(batch.events);
+    }
+    writer.await.unwrap();
+    let expected = (0..200).filter(|i| i % 3 != 0).count() + 1;
+    assert_eq!(seen.len(), expected);
+    assert!(seen.windows(2).all(|w| w[0].revision < w[1].revision));
+    assert!(seen.iter().all(|e| e.key.starts_with("/w/")));
+    let last = seen.last().unwrap();
+    assert_eq!(last.prev.as_ref().unwrap().value, b"0");
+    // Updates carry the previous value (needed for selector transitions).
+    let update = seen
+        .iter()
+        .find(|e| e.prev.is_some() && e.kind == EventKind::Put)
+        .unwrap();
+    assert!(update.prev.as_ref().unwrap().mod_revision < update.revision);
+}
+
+#[tokio::test]
+async fn watch_from_compacted_revision_fails_with_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        window_revisions: 5,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path().join("db.redb"), options).unwrap();
+    let mut early = store.watch("/", 0).unwrap();
+    for i in 0..20 {
+        store.txn(Txn::new().put(format!("/k{i}"), "v")).await.unwrap();
+    }
+    assert_eq!(store.compacted_revision(), 15);
+    let err = store.watch("/", 3).err().unwrap();
+    assert_eq!(
+        err,
+        WatchError::Compacted {
+            requested: 3,
+            compacted: 15
+        }
+    );
+    assert_eq!(err.to_string(), "too old resource version: 3 (15)");
+    assert!(matches!(
+        early.next_batch().await,
+        Err(WatchError::Compacted { .. })
+    ));
+    let mut ok = store.watch("/", 15).unwrap();
+    assert_eq!(ok.next_batch().await.unwrap().events.len(), 5);
+}
+
+#[tokio::test]
+async fn reopen_resumes_state_revision_and_watch_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.redb");
+    {
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        store.txn(Txn::new().put("/a", "1")).await.unwrap();
+        store.txn(Txn::new().put("/a", "2").put("/b", "1")).await.unwrap();
+        store.txn(Txn::new().delete("/b")).await.unwrap();
+        store.close();
+    }
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(store.revision(), 3);
+    let a = store.get("/a").unwrap();
+    assert_eq!(
+        (a.value.as_slice(), a.create_revision, a.mod_revision),
+        (&b"2"[..], 1, 2)
+    );
+    assert!(store.get("/b").is_none());
+    let mut watcher = store.watch("/", 1).unwrap();
+    let batch = watcher.poll().unwrap().unwrap();
+    let summary: Vec<(u64, EventKind, &str)> = batch
+        .events
+        .iter()
+        .map(|e| (e.revision, e.kind, e.key.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (2, EventKind::Put, "/a"),
+            (2, EventKind::Put, "/b"),
+            (3, EventKind::Delete, "/b")
+        ]
+    );
+    assert_eq!(batch.events[0].prev.as_ref().unwrap().value, b"1");
+    let (rev, _) = committed(store.txn(Txn::new().put("/c", "1")).await.unwrap());
+    assert_eq!(rev, 4, "revisions continue after a restart");
+}
+
+#[tokio::test]
+async fn compaction_is_persisted_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.redb");
+    let options = StoreOptions {
+        window_revisions: 3,
+        ..StoreOptions::default()
+    };
+    {
+        let store = Store::open(&path, options.clone()).unwrap();
+        for i in 0..10 {
+            store.txn(Txn::new().put("/k", format!("{i}"))).await.unwrap();
+        }
+        store.close();
+    }
+    let store = Store::open(&path, options).unwrap();
+    assert_eq!(store.revision(), 10);
+    assert!(store.compacted_revision() >= 7);
+    assert!(store.watch("/", 2).is_err());
+    let stats = store.stats();
+    assert!(stats.window_events <= 3);
+    assert_eq!(stats.keys, 1);
+}
+
+#[tokio::test]
+async fn closed_store_rejects_writes_and_ends_watchers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mut watcher = store.watch("/", 0).unwrap();
+    store.close();
+    assert!(matches!(
+        store.txn(Txn::new().put("/a", "1")).await,
+        Err(StoreError::Closed)
+    ));
+    assert_eq!(watcher.next_batch().await.err(), Some(WatchError::Closed));
+}
+
+#[tokio::test]
+async fn multiple_ops_on_one_key_in_one_transaction_make_one_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    store.txn(Txn::new().put("/a", "orig")).await.unwrap();
+    let mut watcher = store.watch("/", 1).unwrap();
+    store.txn(Txn::new().put("/a", "x").put("/a", "y")).await.unwrap();
+    store.txn(Txn::new().put("/n", "1").delete("/n")).await.unwrap();
+    store.txn(Txn::new().put("/a", "z").delete("/a")).await.unwrap();
+    let events = watcher.poll().unwrap().unwrap().events;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].value.as_ref().unwrap().value, b"y");
+    assert_eq!(events[0].prev.as_ref().unwrap().value, b"orig");
+    assert_eq!(events[1].kind, EventKind::Delete);
+    assert_eq!(events[1].prev.as_ref().unwrap().value, b"y");
+}
+
+#[tokio::test]
+async fn snapshot_at_rebuilds_past_revisions_from_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    store.txn(Txn::new().put("/a", "1")).await.unwrap(); // 1
+    store.txn(Txn::new().put("/b", "1")).await.unwrap(); // 2
+    store.txn(Txn::new().put("/a", "2").delete("/b")).await.unwrap(); // 3
+    store.txn(Txn::new().put("/c", "1")).await.unwrap(); // 4
+    let at2 = store.snapshot_at(2).unwrap();
+    assert_eq!(at2.revision(), 2);
+    let view: Vec<(String, Vec<u8>, u64)> = at2
+        .range("/", None)
+        .map(|kv| (kv.key.clone(), kv.value.clone(), kv.mod_revision))
+        .collect();
+    assert_eq!(
+        view,
+        vec![("/a".into(), b"1".to_vec(), 1), ("/b".into(), b"1".to_vec(), 2)]
+    );
+    assert_eq!(store.snapshot_at(0).unwrap().len(), 0);
+    assert_eq!(store.snapshot_at(4).unwrap().len(), 2);
+    assert!(store.snapshot_at(5).is_err(), "future revisions are refused");
+}
