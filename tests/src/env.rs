@@ -174,7 +174,7 @@ impl Env {
         format!("http://127.0.0.1:{}", self.ports[&service].grpc)
     }
 
-    /// The gRPC address of `service` (`http://127.0.0.1:<port>`).
+    /// The gRPC address of `service`, `http://127.0.0.1:<port>`.
     pub fn grpc_address(&self, service: Service) -> String {
         self.address(service)
     }

@@ -52,7 +52,8 @@ pub const MANAGED_LABEL: &str = "karmada.io/managed";
 pub const RESOURCE_TEMPLATE_UID_ANNOTATION: &str = "resourcetemplate.karmada.io/uid";
 /// Annotation on a member object: generation of its resource template.
 pub const RESOURCE_TEMPLATE_GENERATION_ANNOTATION: &str = "resourcetemplate.karmada.io/generation";
-/// Annotation on an attached binding: the dependencies of its workload (Karmada compatibility).
+/// Annotation on an independent binding: the dependencies its template references, as JSON
+/// (Karmada compatibility); the dependency distributor reads it to clean up removed references.
 pub const DEPENDENCIES_ANNOTATION: &str = "resourcebinding.karmada.io/dependencies";
 /// Label on a Namespace: `"true"` keeps it from being propagated to member clusters.
 pub const NAMESPACE_SKIP_AUTO_PROPAGATION_LABEL: &str = "namespace.karmada.io/skip-auto-propagation";

@@ -37,6 +37,14 @@ pub enum BinariesError {
         /// Its exit status.
         status: String,
     },
+    /// The workspace lacks a package `flotilla up` needs.
+    #[error("package {package} is not in the workspace at {root}; update the checkout (git pull)")]
+    NotInWorkspace {
+        /// The package.
+        package: String,
+        /// The workspace root.
+        root: String,
+    },
     /// A binary is missing.
     #[error("{path} does not exist; build it (cargo build --release -p {name}) or pass --bin-dir")]
     Missing {

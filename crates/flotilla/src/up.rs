@@ -362,32 +362,25 @@ pub async fn up(options: UpOptions, shutdown: CancellationToken) -> Result<(), U
     result
 }
 
-/// Which services to run: every one whose package (workspace checkout) or binary (otherwise)
-/// exists; builds them first in a checkout.
+/// The services to run (all four); in a workspace checkout, builds them and the API server
+/// first.
 fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec<ServiceSpec>, UpError> {
     let checkout = options
         .bin_dir
         .is_none()
         .then(binaries::current_checkout)
         .flatten();
-    let available = |binary: &str| match &checkout {
-        Some(checkout) => checkout.has_package(binary),
-        None => bin_dir.join(binary).is_file(),
-    };
-    let mut services: Vec<ServiceSpec> = SERVICES.to_vec();
-    // ---- BEGIN temporary: flotilla-dependency-distributor is being written; remove this branch
-    // once its package is in the workspace.
-    if !available(binaries::DEPENDENCY_DISTRIBUTOR) {
-        step(&format!(
-            "warning: {} is not available yet; starting without it (propagateDeps has no effect)",
-            binaries::DEPENDENCY_DISTRIBUTOR
-        ));
-        services.retain(|s| s.binary != binaries::DEPENDENCY_DISTRIBUTOR);
-    }
-    // ---- END temporary.
+    let services: Vec<ServiceSpec> = SERVICES.to_vec();
     if let Some(checkout) = &checkout {
         let mut packages = vec![binaries::APISERVER];
         packages.extend(services.iter().map(|s| s.binary));
+        if let Some(missing) = packages.iter().find(|p| !checkout.has_package(p)) {
+            return Err(BinariesError::NotInWorkspace {
+                package: (*missing).to_owned(),
+                root: checkout.root.display().to_string(),
+            }
+            .into());
+        }
         step(&format!(
             "building {} ({} profile) ...",
             packages.join(", "),

@@ -1,0 +1,899 @@
+//! The reconcilers: thin I/O around [`crate::plan`].
+//!
+//! - [`Context::reconcile_binding`]: an independent binding. Reads its template, computes its
+//!   dependencies with [`flotilla_interpreter::dependencies`], records them in the binding's
+//!   `resourcebinding.karmada.io/dependencies` annotation (so that a reference removed from the
+//!   template is known after a restart), then reconciles the attached binding of every old and
+//!   new dependency.
+//! - [`Context::reconcile_dependency`]: one dependency's attached binding. Its `requiredBy` is
+//!   computed from scratch from every binding that records the dependency (the watches' index
+//!   and caches), never merged into what was there, so a snapshot of a binding that is gone or
+//!   no longer needs the dependency cannot survive a reconcile.
+//!
+//! Every write is a JSON merge patch of the distributor's own fields with a `resourceVersion`
+//! precondition (a conflict retries the reconcile), and nothing is written when nothing changed.
+
+use std::collections::BTreeSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Mutex, RwLock};
+
+use flotilla_api::well_known::{DEPENDENCIES_ANNOTATION, FIELD_MANAGER, TRACE_PARENT_ANNOTATION};
+use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec};
+use flotilla_interpreter::{DependencyRef, dependencies};
+use flotilla_proto::v1::BindingRef;
+use flotilla_proto::v1::ScheduleRequest;
+use flotilla_proto::v1::scheduler_client::SchedulerClient;
+use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
+use k8s_openapi::api::core::v1::ObjectReference as CoreObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::{Instrument, debug, info, warn};
+
+use crate::binding::{
+    BindingKey, BindingView, TEMPLATE_FINGERPRINT_ANNOTATION, dependencies_annotation, describe_dependency,
+};
+use crate::fingerprint::fingerprint;
+use crate::index::{Index, Key};
+use crate::kinds::{Kinds, Resolved};
+use crate::metrics::metrics;
+use crate::plan::{ObjectState, Plan, desired_required_by, plan, resolve, set_conflict_condition};
+use crate::queue::WorkQueue;
+use crate::rules::RulesSet;
+
+/// How many lock stripes serialise reconciles of the same dependency within the process.
+const LOCK_STRIPES: usize = 64;
+
+/// A reconcile failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// An API call failed.
+    #[error("cannot {action} {object}: {source}")]
+    Api {
+        /// What was attempted, e.g. `patch`.
+        action: &'static str,
+        /// The object, e.g. `ResourceBinding default/app-config-configmap`.
+        object: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// The object changed between reading and writing it (HTTP 409).
+    #[error("{object} changed while it was being updated; retrying")]
+    Conflict {
+        /// The object.
+        object: String,
+    },
+}
+
+fn api_error(action: &'static str, object: impl ToString) -> impl FnOnce(kube::Error) -> ReconcileError {
+    move |source| match &source {
+        kube::Error::Api(status) if status.is_conflict() => ReconcileError::Conflict {
+            object: object.to_string(),
+        },
+        _ => ReconcileError::Api {
+            action,
+            object: object.to_string(),
+            source,
+        },
+    }
+}
+
+/// A reference to an attached binding after a reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachedRef {
+    /// Which binding.
+    pub key: BindingKey,
+    /// Its `metadata.generation`.
+    pub generation: i64,
+    /// Its `metadata.uid`.
+    pub uid: String,
+}
+
+impl AttachedRef {
+    fn of(view: &BindingView) -> Self {
+        Self {
+            key: view.key.clone(),
+            generation: view.generation.unwrap_or_default(),
+            uid: view.uid.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The gRPC form.
+    pub fn binding_ref(&self) -> BindingRef {
+        match &self.key.namespace {
+            Some(namespace) => {
+                BindingRef::resource_binding(namespace, &self.key.name, self.generation, &self.uid)
+            }
+            None => BindingRef::cluster_resource_binding(&self.key.name, self.generation, &self.uid),
+        }
+    }
+}
+
+/// What [`Context::reconcile_binding`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BindingOutcome {
+    /// The binding exists.
+    pub found: bool,
+    /// Something was written.
+    pub changed: bool,
+    /// The attached bindings that list this binding in `requiredBy` afterwards.
+    pub attached: Vec<AttachedRef>,
+}
+
+/// What [`Context::reconcile_dependency`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DependencyOutcome {
+    /// Something was written.
+    pub changed: bool,
+    /// The attached binding, if it exists afterwards.
+    pub attached: Option<AttachedRef>,
+}
+
+/// The dependencies read from a template.
+enum TemplateDependencies {
+    /// The template's dependencies (none if it is gone).
+    Found(Vec<DependencyRef>),
+    /// The template cannot be interpreted; keep what was recorded.
+    Unreadable,
+}
+
+/// Everything the reconcilers share.
+pub struct Context {
+    /// The control-plane client.
+    pub client: Client,
+    /// Cache of ResourceBindings (filled by the binding watch).
+    pub resource_bindings: Store<ResourceBinding>,
+    /// Cache of ClusterResourceBindings.
+    pub cluster_resource_bindings: Store<ClusterResourceBinding>,
+    /// Who references what.
+    pub index: Mutex<Index>,
+    /// The dependency rules in force.
+    pub rules: RwLock<RulesSet>,
+    /// Kind resolution for the dynamic API.
+    pub kinds: Kinds,
+    /// Publishes events.
+    pub recorder: Recorder,
+    /// The scheduler, told about every attached binding the distributor changes.
+    pub scheduler: SchedulerClient<TracedChannel>,
+    /// Work waiting for the workers.
+    pub queue: WorkQueue<Key>,
+    /// Readiness checks.
+    pub readiness: Readiness,
+    /// Asks the watch manager to watch objects of a kind.
+    pub watch_requests: UnboundedSender<(String, String)>,
+    locks: Vec<tokio::sync::Mutex<()>>,
+}
+
+impl Context {
+    /// A context over the given caches and clients.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        resource_bindings: Store<ResourceBinding>,
+        cluster_resource_bindings: Store<ClusterResourceBinding>,
+        rules: RulesSet,
+        recorder: Recorder,
+        scheduler: SchedulerClient<TracedChannel>,
+        queue: WorkQueue<Key>,
+        readiness: Readiness,
+        watch_requests: UnboundedSender<(String, String)>,
+    ) -> Self {
+        Self {
+            kinds: Kinds::new(client.clone()),
+            client,
+            resource_bindings,
+            cluster_resource_bindings,
+            index: Mutex::new(Index::new()),
+            rules: RwLock::new(rules),
+            recorder,
+            scheduler,
+            queue,
+            readiness,
+            watch_requests,
+            locks: (0..LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+        }
+    }
+
+    /// The index, locked.
+    pub fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `keys`.
+    pub fn enqueue(&self, keys: impl IntoIterator<Item = Key>) {
+        for key in keys {
+            self.queue.add(key);
+        }
+    }
+
+    /// Asks for the objects of `dep`'s kind to be watched (idempotent).
+    pub fn watch_kind_of(&self, dep: &DependencyRef) {
+        let _ = self
+            .watch_requests
+            .send((dep.api_version.clone(), dep.kind.clone()));
+    }
+
+    /// Processes one queued key.
+    pub async fn process(&self, key: &Key) -> Result<(), ReconcileError> {
+        match key {
+            Key::Binding(binding) => {
+                let span = tracing::info_span!("reconcile_binding", binding = %binding);
+                if let Some(traceparent) = self.cached_binding(binding).and_then(|v| v.traceparent) {
+                    flotilla_telemetry::propagation::link_to_traceparent(&span, &traceparent);
+                }
+                self.reconcile_binding(binding).instrument(span).await.map(|_| ())
+            }
+            Key::Dependency(dep) => {
+                let span =
+                    tracing::info_span!("reconcile_dependency", dependency = %describe_dependency(dep));
+                for binding in self.index().referencing(dep) {
+                    if let Some(traceparent) = self.cached_binding(&binding).and_then(|v| v.traceparent) {
+                        flotilla_telemetry::propagation::link_to_traceparent(&span, &traceparent);
+                    }
+                }
+                self.reconcile_dependency(dep, None)
+                    .instrument(span)
+                    .await
+                    .map(|_| ())
+            }
+        }
+    }
+
+    // ----- independent bindings ---------------------------------------------------------
+
+    /// Reconciles an independent binding: records its template's dependencies and makes the
+    /// attached binding of every old and new dependency match.
+    pub async fn reconcile_binding(&self, key: &BindingKey) -> Result<BindingOutcome, ReconcileError> {
+        let Some(mut view) = self.get_binding(key).await? else {
+            debug!(binding = %key, "binding is gone; its dependencies are reconciled from the watch");
+            return Ok(BindingOutcome::default());
+        };
+        let previous = view.dependencies.clone();
+        let deps = if view.distributes() {
+            match self.template_dependencies(&view).await? {
+                TemplateDependencies::Found(deps) => deps,
+                TemplateDependencies::Unreadable => previous.clone(),
+            }
+        } else {
+            Vec::new()
+        };
+        let mut outcome = BindingOutcome {
+            found: true,
+            ..Default::default()
+        };
+        let annotation = (!deps.is_empty()).then(|| dependencies_annotation(&deps));
+        if view.dependencies_annotation != annotation {
+            let patch = json!({"metadata": {"annotations": {DEPENDENCIES_ANNOTATION: annotation}}});
+            self.patch_binding(key, &patch).await?;
+            info!(binding = %key, dependencies = deps.len(), "recorded the template's dependencies");
+            outcome.changed = true;
+            view.dependencies_annotation = annotation;
+            view.dependencies = deps.clone();
+        }
+        for dep in &deps {
+            self.watch_kind_of(dep);
+        }
+        let all: BTreeSet<&DependencyRef> = previous.iter().chain(deps.iter()).collect();
+        let mut first_error = None;
+        for dep in all {
+            match self.reconcile_dependency(dep, Some(&view)).await {
+                Ok(result) => {
+                    outcome.changed |= result.changed;
+                    if let Some(attached) = result.attached {
+                        if view.requires(dep) {
+                            outcome.attached.push(attached);
+                        }
+                    }
+                }
+                Err(error) => {
+                    warn!(binding = %key, dependency = %describe_dependency(dep), %error, "reconciling a dependency failed");
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(outcome),
+        }
+    }
+
+    async fn template_dependencies(
+        &self,
+        view: &BindingView,
+    ) -> Result<TemplateDependencies, ReconcileError> {
+        let resource = &view.resource;
+        let template_name = format!(
+            "template {} {} of {}",
+            resource.api_version,
+            crate::binding::short_key(resource.namespace.as_deref(), &resource.name),
+            view.key
+        );
+        let Some(kind) = self
+            .kinds
+            .resolve(&resource.api_version, &resource.kind)
+            .await
+            .map_err(api_error("discover the kind of", &template_name))?
+        else {
+            debug!(binding = %view.key, kind = %resource.kind, "the template's kind is not served; no dependencies");
+            return Ok(TemplateDependencies::Found(vec![]));
+        };
+        let api = dynamic_api(&self.client, &kind, resource.namespace.as_deref());
+        let Some(template) = api
+            .get_opt(&resource.name)
+            .await
+            .map_err(api_error("read", &template_name))?
+        else {
+            debug!(binding = %view.key, "the template is gone; no dependencies");
+            return Ok(TemplateDependencies::Found(vec![]));
+        };
+        let value = serde_json::to_value(&template).unwrap_or(Value::Null);
+        let rules = self
+            .rules
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .rules()
+            .clone();
+        let deps = match dependencies(&value, &rules) {
+            Ok(deps) => deps,
+            Err(error) => {
+                warn!(binding = %view.key, %error, "cannot find the template's dependencies; keeping the recorded ones");
+                self.publish(
+                    binding_reference(view),
+                    EventType::Warning,
+                    "DependencyInterpretError",
+                    format!("cannot find the dependencies of the template: {error}"),
+                )
+                .await;
+                return Ok(TemplateDependencies::Unreadable);
+            }
+        };
+        let mut valid = Vec::with_capacity(deps.len());
+        for dep in deps {
+            match self.kinds.resolve(&dep.api_version, &dep.kind).await {
+                Ok(Some(kind)) if kind.namespaced && dep.namespace.is_none() => {
+                    let message = format!(
+                        "dependency {} has no namespace, but {} is namespaced; give the rule's reference a namespacePath",
+                        describe_dependency(&dep),
+                        dep.kind
+                    );
+                    warn!(binding = %view.key, "{message}");
+                    self.publish(
+                        binding_reference(view),
+                        EventType::Warning,
+                        "InvalidDependency",
+                        message,
+                    )
+                    .await;
+                }
+                Ok(Some(kind)) if !kind.namespaced && dep.namespace.is_some() => {
+                    let message = format!(
+                        "dependency {} has a namespace, but {} is cluster-scoped; mark the rule's reference clusterScoped: true",
+                        describe_dependency(&dep),
+                        dep.kind
+                    );
+                    warn!(binding = %view.key, "{message}");
+                    self.publish(
+                        binding_reference(view),
+                        EventType::Warning,
+                        "InvalidDependency",
+                        message,
+                    )
+                    .await;
+                }
+                // Served and well-scoped, or not served yet (a CRD installed later is picked up
+                // by the kind's watch once it is discovered).
+                _ => valid.push(dep),
+            }
+        }
+        Ok(TemplateDependencies::Found(valid))
+    }
+
+    // ----- attached bindings ------------------------------------------------------------
+
+    fn lock_for(&self, dep: &DependencyRef) -> &tokio::sync::Mutex<()> {
+        let mut hasher = DefaultHasher::new();
+        dep.hash(&mut hasher);
+        let stripe = usize::try_from(hasher.finish() % LOCK_STRIPES as u64).unwrap_or(0);
+        &self.locks[stripe]
+    }
+
+    /// The bindings that record `dep`, from the caches, with `overlay` (a binding just read and
+    /// updated by the caller) in place of its cached version.
+    fn referencing_views(&self, dep: &DependencyRef, overlay: Option<&BindingView>) -> Vec<BindingView> {
+        let keys = self.index().referencing(dep);
+        let mut views: Vec<BindingView> = keys
+            .iter()
+            .filter(|key| overlay.is_none_or(|o| &o.key != *key))
+            .filter_map(|key| self.cached_binding(key))
+            .collect();
+        if let Some(overlay) = overlay {
+            views.push(overlay.clone());
+        }
+        views
+    }
+
+    /// Reconciles `dep`'s attached binding (see [`crate::plan::plan`]).
+    pub async fn reconcile_dependency(
+        &self,
+        dep: &DependencyRef,
+        overlay: Option<&BindingView>,
+    ) -> Result<DependencyOutcome, ReconcileError> {
+        let _guard = self.lock_for(dep).lock().await;
+        let candidates = self.referencing_views(dep, overlay);
+        let required_by = desired_required_by(dep, candidates.iter());
+        let requiring: Vec<&BindingView> = candidates.iter().filter(|v| v.requires(dep)).collect();
+        let resolution = resolve(&requiring);
+        let key = BindingKey::attached_to(dep);
+        let existing = self.get_binding(&key).await?;
+        let object = self.get_object(dep).await?;
+        let decision = plan(
+            dep,
+            object.as_ref(),
+            existing.as_ref(),
+            &required_by,
+            &resolution.fields,
+        );
+        let mut outcome = DependencyOutcome::default();
+        let after = match decision {
+            Plan::Nothing => existing,
+            Plan::WaitForDeletion => {
+                debug!(binding = %key, "attached binding is being deleted; waiting");
+                self.queue
+                    .add_after(Key::Dependency(dep.clone()), std::time::Duration::from_secs(2));
+                return Ok(outcome);
+            }
+            Plan::NameTaken { message } => {
+                warn!(binding = %key, dependency = %describe_dependency(dep), "{message}");
+                if let Some(existing) = &existing {
+                    self.publish(
+                        binding_reference(existing),
+                        EventType::Warning,
+                        "DependencyNameTaken",
+                        message,
+                    )
+                    .await;
+                }
+                return Ok(outcome);
+            }
+            Plan::Delete { reason } => {
+                let Some(existing) = existing else {
+                    return Ok(outcome);
+                };
+                self.delete_binding(&existing).await?;
+                metrics().wrote("delete");
+                info!(binding = %key, dependency = %describe_dependency(dep), "deleted the attached binding: {reason}");
+                outcome.changed = true;
+                return Ok(outcome);
+            }
+            Plan::Create { spec, fingerprint } => {
+                let Some(object) = &object else {
+                    return Ok(outcome);
+                };
+                let created = self
+                    .create_binding(&key, dep, object, *spec, &fingerprint)
+                    .await?;
+                metrics().wrote("create");
+                info!(binding = %key, dependency = %describe_dependency(dep), required_by = required_by.len(), "created the attached binding");
+                outcome.changed = true;
+                self.request_schedule(&created);
+                Some(created)
+            }
+            Plan::Patch(mut patch) => {
+                let Some(existing) = existing else {
+                    return Ok(outcome);
+                };
+                add_precondition(&mut patch, existing.resource_version.as_deref());
+                let patched = self.patch_binding(&key, &patch).await?;
+                metrics().wrote("patch");
+                info!(binding = %key, dependency = %describe_dependency(dep), required_by = required_by.len(), "updated the attached binding");
+                outcome.changed = true;
+                self.request_schedule(&patched);
+                Some(patched)
+            }
+        };
+        if let Some(view) = &after {
+            if !view.claimed {
+                outcome.changed |= self
+                    .update_conflict_condition(view, &resolution.disagreements)
+                    .await?;
+            }
+            outcome.attached = Some(AttachedRef::of(view));
+        }
+        Ok(outcome)
+    }
+
+    async fn update_conflict_condition(
+        &self,
+        view: &BindingView,
+        disagreements: &[String],
+    ) -> Result<bool, ReconcileError> {
+        let mut conditions = view.conditions.clone();
+        if !set_conflict_condition(&mut conditions, disagreements, Timestamp::now()) {
+            return Ok(false);
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": view.resource_version},
+            "status": {"conditions": conditions},
+        });
+        let params = patch_params();
+        let object = view.key.to_string();
+        match &view.key.namespace {
+            Some(namespace) => Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                .patch_status(&view.key.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            None => Api::<ClusterResourceBinding>::all(self.client.clone())
+                .patch_status(&view.key.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        }
+        .map_err(api_error("update the status of", &object))?;
+        metrics().wrote("status");
+        if disagreements.is_empty() {
+            info!(binding = %view.key, "the bindings that require the dependency agree again");
+        } else {
+            let message = disagreements.join("; ");
+            warn!(binding = %view.key, "referencing bindings disagree: {message}");
+            self.publish(
+                binding_reference(view),
+                EventType::Warning,
+                crate::plan::DEPENDENCY_CONFLICT,
+                message,
+            )
+            .await;
+        }
+        Ok(true)
+    }
+
+    /// Tells the scheduler about a changed attached binding, without waiting: a scheduler
+    /// that is down never holds up the distributor (its own watch catches up).
+    fn request_schedule(&self, view: &BindingView) {
+        let binding = Some(AttachedRef::of(view).binding_ref());
+        let request = ScheduleRequest { binding };
+        let client = self.scheduler.clone();
+        let key = view.key.clone();
+        tokio::spawn(
+            async move {
+                let result = flotilla_rpc::call("flotilla.v1.Scheduler/Schedule", &RetryPolicy::default(), || {
+                    let mut client = client.clone();
+                    let request = request.clone();
+                    async move { client.schedule(request).await }
+                })
+                .await;
+                match result {
+                    Ok(_) => debug!(binding = %key, "scheduler notified"),
+                    Err(status) => {
+                        debug!(binding = %key, code = ?status.code(), message = status.message(), "scheduler not reached; its watch will pick the change up")
+                    }
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    // ----- API helpers --------------------------------------------------------------------
+
+    /// The cached view of a binding.
+    pub fn cached_binding(&self, key: &BindingKey) -> Option<BindingView> {
+        match &key.namespace {
+            Some(namespace) => self
+                .resource_bindings
+                .get(&ObjectRef::new(&key.name).within(namespace))
+                .map(|b| BindingView::of_resource_binding(&b)),
+            None => self
+                .cluster_resource_bindings
+                .get(&ObjectRef::new(&key.name))
+                .map(|b| BindingView::of_cluster_resource_binding(&b)),
+        }
+    }
+
+    /// Reads a binding from the API (not the cache: decisions to write are made on current
+    /// state).
+    pub async fn get_binding(&self, key: &BindingKey) -> Result<Option<BindingView>, ReconcileError> {
+        match &key.namespace {
+            Some(namespace) => Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                .get_opt(&key.name)
+                .await
+                .map(|b| b.map(|b| BindingView::of_resource_binding(&b))),
+            None => Api::<ClusterResourceBinding>::all(self.client.clone())
+                .get_opt(&key.name)
+                .await
+                .map(|b| b.map(|b| BindingView::of_cluster_resource_binding(&b))),
+        }
+        .map_err(api_error("read", key))
+    }
+
+    async fn patch_binding(&self, key: &BindingKey, patch: &Value) -> Result<BindingView, ReconcileError> {
+        let mut patch = patch.clone();
+        add_traceparent(&mut patch);
+        let params = patch_params();
+        match &key.namespace {
+            Some(namespace) => Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                .patch(&key.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|b| BindingView::of_resource_binding(&b)),
+            None => Api::<ClusterResourceBinding>::all(self.client.clone())
+                .patch(&key.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|b| BindingView::of_cluster_resource_binding(&b)),
+        }
+        .map_err(api_error("patch", key))
+    }
+
+    async fn create_binding(
+        &self,
+        key: &BindingKey,
+        dep: &DependencyRef,
+        object: &ObjectState,
+        spec: ResourceBindingSpec,
+        fingerprint: &str,
+    ) -> Result<BindingView, ReconcileError> {
+        let mut annotations = std::collections::BTreeMap::from([(
+            TEMPLATE_FINGERPRINT_ANNOTATION.to_owned(),
+            fingerprint.to_owned(),
+        )]);
+        if let Some(traceparent) = flotilla_telemetry::propagation::current_traceparent() {
+            annotations.insert(TRACE_PARENT_ANNOTATION.to_owned(), traceparent);
+        }
+        let metadata = ObjectMeta {
+            name: Some(key.name.clone()),
+            namespace: key.namespace.clone(),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: dep.api_version.clone(),
+                kind: dep.kind.clone(),
+                name: dep.name.clone(),
+                uid: object.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        let result = match &key.namespace {
+            Some(namespace) => {
+                let binding = ResourceBinding {
+                    metadata,
+                    spec,
+                    status: None,
+                };
+                Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                    .create(&params, &binding)
+                    .await
+                    .map(|b| BindingView::of_resource_binding(&b))
+            }
+            None => {
+                let binding = ClusterResourceBinding {
+                    metadata,
+                    spec: spec.into(),
+                    status: None,
+                };
+                Api::<ClusterResourceBinding>::all(self.client.clone())
+                    .create(&params, &binding)
+                    .await
+                    .map(|b| BindingView::of_cluster_resource_binding(&b))
+            }
+        };
+        result.map_err(|source| match &source {
+            // Someone created it meanwhile: reconcile again against what is there.
+            kube::Error::Api(status) if status.is_already_exists() || status.is_conflict() => {
+                ReconcileError::Conflict {
+                    object: key.to_string(),
+                }
+            }
+            _ => ReconcileError::Api {
+                action: "create",
+                object: key.to_string(),
+                source,
+            },
+        })
+    }
+
+    async fn delete_binding(&self, existing: &BindingView) -> Result<(), ReconcileError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: existing.uid.clone(),
+                resource_version: existing.resource_version.clone(),
+            }),
+            ..Default::default()
+        };
+        let key = &existing.key;
+        let result = match &key.namespace {
+            Some(namespace) => Api::<ResourceBinding>::namespaced(self.client.clone(), namespace)
+                .delete(&key.name, &params)
+                .await
+                .map(|_| ()),
+            None => Api::<ClusterResourceBinding>::all(self.client.clone())
+                .delete(&key.name, &params)
+                .await
+                .map(|_| ()),
+        };
+        match result {
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            other => other.map_err(api_error("delete", key)),
+        }
+    }
+
+    /// Reads the dependency object; `None` when it (or its kind) does not exist.
+    async fn get_object(&self, dep: &DependencyRef) -> Result<Option<ObjectState>, ReconcileError> {
+        let object_name = describe_dependency(dep);
+        let Some(kind) = self
+            .kinds
+            .resolve(&dep.api_version, &dep.kind)
+            .await
+            .map_err(api_error("discover the kind of", &object_name))?
+        else {
+            return Ok(None);
+        };
+        if kind.namespaced != dep.namespace.is_some() {
+            return Ok(None);
+        }
+        let api = dynamic_api(&self.client, &kind, dep.namespace.as_deref());
+        let Some(object) = api
+            .get_opt(&dep.name)
+            .await
+            .map_err(api_error("read", &object_name))?
+        else {
+            return Ok(None);
+        };
+        let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+        Ok(Some(ObjectState {
+            uid: object.metadata.uid.clone(),
+            resource_version: object.metadata.resource_version.clone(),
+            fingerprint: fingerprint(&value),
+        }))
+    }
+
+    /// Publishes an event; failures are logged, never fatal.
+    pub async fn publish(
+        &self,
+        regarding: CoreObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1000)),
+            action: "DistributeDependencies".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &regarding).await {
+            debug!(%error, reason, "cannot publish an event");
+        }
+    }
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// A dynamic API for objects of `kind` in `namespace` (all namespaces for cluster-scoped kinds).
+pub fn dynamic_api(client: &Client, kind: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace.filter(|_| kind.namespaced) {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &kind.resource),
+        None => Api::all_with(client.clone(), &kind.resource),
+    }
+}
+
+/// The core ObjectReference of a binding, for events.
+pub fn binding_reference(view: &BindingView) -> CoreObjectReference {
+    CoreObjectReference {
+        api_version: Some(format!(
+            "{}/{}",
+            flotilla_api::work::GROUP,
+            flotilla_api::work::BINDING_VERSION
+        )),
+        kind: Some(view.key.kind().to_owned()),
+        namespace: view.key.namespace.clone(),
+        name: Some(view.key.name.clone()),
+        uid: view.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// Makes a merge patch conditional on `resource_version` (the API answers 409 when the object
+/// changed since it was read).
+fn add_precondition(patch: &mut Value, resource_version: Option<&str>) {
+    let Some(resource_version) = resource_version else {
+        return;
+    };
+    if let Some(map) = patch.as_object_mut() {
+        let metadata = map.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("resourceVersion".to_owned(), json!(resource_version));
+        }
+    }
+}
+
+/// Records the current trace on the object, so the next service's watch pickup links to it.
+fn add_traceparent(patch: &mut Value) {
+    let Some(traceparent) = flotilla_telemetry::propagation::current_traceparent() else {
+        return;
+    };
+    if let Some(map) = patch.as_object_mut() {
+        let metadata = map.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(annotations) = annotations.as_object_mut() {
+                annotations.insert(TRACE_PARENT_ANNOTATION.to_owned(), json!(traceparent));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preconditions_join_existing_metadata() {
+        let mut patch = json!({"spec": {"requiredBy": null}});
+        add_precondition(&mut patch, Some("42"));
+        assert_eq!(
+            patch,
+            json!({"spec": {"requiredBy": null}, "metadata": {"resourceVersion": "42"}})
+        );
+        let mut patch = json!({"metadata": {"annotations": {"a": "b"}}});
+        add_precondition(&mut patch, Some("7"));
+        assert_eq!(
+            patch,
+            json!({"metadata": {"annotations": {"a": "b"}, "resourceVersion": "7"}})
+        );
+        let mut patch = json!({"spec": {}});
+        add_precondition(&mut patch, None);
+        assert_eq!(patch, json!({"spec": {}}));
+    }
+
+    #[test]
+    fn long_notes_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate("abc".into(), 10), "abc");
+        assert_eq!(truncate("abcdef".into(), 3), "abc");
+        assert_eq!(truncate("aé".into(), 2), "a");
+    }
+
+    #[test]
+    fn attached_refs_name_the_binding_kind() {
+        let namespaced = AttachedRef {
+            key: BindingKey::namespaced("default", "cfg-configmap"),
+            generation: 3,
+            uid: "u".into(),
+        };
+        let r = namespaced.binding_ref();
+        assert_eq!(r.kind, flotilla_proto::v1::BindingKind::ResourceBinding as i32);
+        assert_eq!(r.key(), "default/cfg-configmap");
+        assert_eq!(r.generation, 3);
+        let cluster = AttachedRef {
+            key: BindingKey::cluster("fast-storageclass"),
+            generation: 1,
+            uid: "v".into(),
+        };
+        assert_eq!(
+            cluster.binding_ref().kind,
+            flotilla_proto::v1::BindingKind::ClusterResourceBinding as i32
+        );
+    }
+}

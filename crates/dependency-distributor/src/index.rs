@@ -1,0 +1,452 @@
+//! The in-memory index the watches maintain: which bindings reference which dependencies (from
+//! the `resourcebinding.karmada.io/dependencies` annotation), which bindings are attached
+//! bindings, and what to reconcile when a binding or a dependency object changes.
+//!
+//! The index is rebuilt from the watches' initial lists on every start, so it is a cache of the
+//! API's state, never a memory of past events (invariant 2).
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use flotilla_interpreter::DependencyRef;
+use serde_json::json;
+
+use crate::binding::{BindingKey, BindingView};
+
+/// A unit of work.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    /// Read the independent binding's template, record its dependencies, and reconcile the
+    /// attached bindings of its old and new dependencies.
+    Binding(BindingKey),
+    /// Reconcile one dependency's attached binding.
+    Dependency(DependencyRef),
+}
+
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    propagate_deps: bool,
+    dependencies: BTreeSet<DependencyRef>,
+    resource: Option<DependencyRef>,
+    has_required_by: bool,
+    template_digest: u64,
+    placement_digest: u64,
+    attached_digest: u64,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct Index {
+    bindings: HashMap<BindingKey, Seen>,
+    by_dependency: HashMap<DependencyRef, BTreeSet<BindingKey>>,
+    attached: HashSet<DependencyRef>,
+}
+
+fn digest(value: serde_json::Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records an added or changed binding and returns what to reconcile because of the change:
+    /// the binding itself when its template inputs changed (propagateDeps, spec.resource,
+    /// deletion, the recorded dependencies), its old and new dependencies when its placement
+    /// inputs changed (clusters, suspension, conflictResolution, preserveResourcesOnDeletion),
+    /// and the dependency it is the attached binding of when it changed as one.
+    pub fn applied(&mut self, view: &BindingView) -> Vec<Key> {
+        let dependencies: BTreeSet<DependencyRef> = view.dependencies.iter().cloned().collect();
+        let resource = (!view.resource.name.is_empty()).then(|| view.resource_as_dependency());
+        let template_digest = digest(json!([
+            view.uid,
+            view.propagate_deps,
+            view.deleting,
+            view.resource,
+            view.dependencies_annotation,
+        ]));
+        let placement_digest = digest(json!([
+            view.uid,
+            view.propagate_deps,
+            view.deleting,
+            view.clusters,
+            view.suspension,
+            view.conflict_resolution,
+            view.preserve_resources_on_deletion,
+            dependencies,
+        ]));
+        let attached_digest = digest(json!([
+            view.uid,
+            view.deleting,
+            view.claimed,
+            view.resource,
+            view.required_by,
+            view.suspension,
+            view.conflict_resolution,
+            view.preserve_resources_on_deletion,
+            view.fingerprint,
+        ]));
+        let previous = self.bindings.get(&view.key).cloned();
+        let mut keys = Vec::new();
+
+        let template_changed = previous
+            .as_ref()
+            .is_none_or(|p| p.template_digest != template_digest);
+        if template_changed && (view.propagate_deps || view.dependencies_annotation.is_some()) {
+            keys.push(Key::Binding(view.key.clone()));
+        }
+        let placement_changed = previous
+            .as_ref()
+            .is_none_or(|p| p.placement_digest != placement_digest);
+        if placement_changed {
+            let old = previous
+                .as_ref()
+                .map(|p| p.dependencies.clone())
+                .unwrap_or_default();
+            keys.extend(old.union(&dependencies).cloned().map(Key::Dependency));
+        }
+        let attached_changed = previous
+            .as_ref()
+            .is_none_or(|p| p.attached_digest != attached_digest);
+
+        if let Some(previous) = &previous {
+            self.unlink(&view.key, previous);
+        }
+        for dep in &dependencies {
+            self.by_dependency
+                .entry(dep.clone())
+                .or_default()
+                .insert(view.key.clone());
+        }
+        let has_required_by = !view.required_by.is_empty();
+        if let Some(resource) = &resource {
+            if has_required_by {
+                self.attached.insert(resource.clone());
+            }
+            if attached_changed
+                && (has_required_by
+                    || previous.as_ref().is_some_and(|p| p.has_required_by)
+                    || self.is_referenced(resource))
+            {
+                keys.push(Key::Dependency(resource.clone()));
+            }
+        }
+        self.bindings.insert(
+            view.key.clone(),
+            Seen {
+                propagate_deps: view.propagate_deps,
+                dependencies,
+                resource,
+                has_required_by,
+                template_digest,
+                placement_digest,
+                attached_digest,
+            },
+        );
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Forgets a deleted binding and returns the dependencies to reconcile: those it referenced
+    /// and, if it was an attached binding or is referenced, the one it was for.
+    pub fn deleted(&mut self, key: &BindingKey) -> Vec<Key> {
+        let Some(previous) = self.bindings.remove(key) else {
+            return vec![];
+        };
+        self.unlink(key, &previous);
+        let mut keys: Vec<Key> = previous
+            .dependencies
+            .iter()
+            .cloned()
+            .map(Key::Dependency)
+            .collect();
+        if let Some(resource) = previous.resource {
+            if previous.has_required_by || self.is_referenced(&resource) {
+                keys.push(Key::Dependency(resource));
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    fn unlink(&mut self, key: &BindingKey, previous: &Seen) {
+        for dep in &previous.dependencies {
+            if let Some(set) = self.by_dependency.get_mut(dep) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_dependency.remove(dep);
+                }
+            }
+        }
+        if let Some(resource) = &previous.resource {
+            if previous.has_required_by {
+                self.attached.remove(resource);
+            }
+        }
+    }
+
+    /// The bindings whose recorded dependencies include `dep`.
+    pub fn referencing(&self, dep: &DependencyRef) -> Vec<BindingKey> {
+        self.by_dependency
+            .get(dep)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether some binding's recorded dependencies include `dep`.
+    pub fn is_referenced(&self, dep: &DependencyRef) -> bool {
+        self.by_dependency.contains_key(dep)
+    }
+
+    /// Whether a change of the object `dep` matters: some binding references it or it has an
+    /// attached binding.
+    pub fn is_relevant(&self, dep: &DependencyRef) -> bool {
+        self.is_referenced(dep) || self.attached.contains(dep)
+    }
+
+    /// Every `(apiVersion, kind)` some binding references or some attached binding is for: the
+    /// kinds whose objects must be watched.
+    pub fn dependency_kinds(&self) -> BTreeSet<(String, String)> {
+        self.by_dependency
+            .keys()
+            .chain(self.attached.iter())
+            .map(|d| (d.api_version.clone(), d.kind.clone()))
+            .collect()
+    }
+
+    /// Every binding with `propagateDeps` or recorded dependencies (for a rules change or a
+    /// resync).
+    pub fn distributing_bindings(&self) -> Vec<BindingKey> {
+        let mut keys: Vec<BindingKey> = self
+            .bindings
+            .iter()
+            .filter(|(_, seen)| seen.propagate_deps || !seen.dependencies.is_empty())
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Every known ResourceBinding (`cluster_scoped == false`) or ClusterResourceBinding key.
+    pub fn binding_keys(&self, cluster_scoped: bool) -> Vec<BindingKey> {
+        let mut keys: Vec<BindingKey> = self
+            .bindings
+            .keys()
+            .filter(|key| key.namespace.is_none() == cluster_scoped)
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Every dependency that is referenced or has an attached binding (for a resync).
+    pub fn all_dependencies(&self) -> Vec<DependencyRef> {
+        let set: BTreeSet<&DependencyRef> = self.by_dependency.keys().chain(self.attached.iter()).collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// How many attached bindings (bindings with a non-empty `requiredBy`) exist.
+    pub fn attached_count(&self) -> usize {
+        self.attached.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_api::{ObjectReference, TargetCluster};
+
+    use super::*;
+
+    fn cm(name: &str) -> DependencyRef {
+        DependencyRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+        }
+    }
+
+    fn workload(name: &str, clusters: &[&str], deps: &[DependencyRef]) -> BindingView {
+        BindingView {
+            key: BindingKey::namespaced("default", name),
+            uid: Some(format!("uid-{name}")),
+            claimed: true,
+            propagate_deps: true,
+            resource: ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("default".into()),
+                name: name.into(),
+                ..Default::default()
+            },
+            clusters: clusters
+                .iter()
+                .map(|c| TargetCluster {
+                    name: (*c).into(),
+                    replicas: 1,
+                })
+                .collect(),
+            dependencies: deps.to_vec(),
+            dependencies_annotation: Some(crate::binding::dependencies_annotation(deps)),
+            ..Default::default()
+        }
+    }
+
+    fn attached(dep: &DependencyRef, by: &str) -> BindingView {
+        BindingView {
+            key: BindingKey::attached_to(dep),
+            resource: ObjectReference {
+                api_version: dep.api_version.clone(),
+                kind: dep.kind.clone(),
+                namespace: dep.namespace.clone(),
+                name: dep.name.clone(),
+                ..Default::default()
+            },
+            required_by: vec![BindingKey::namespaced("default", by).snapshot(&[])],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_workload_triggers_itself_and_its_dependencies() {
+        let mut index = Index::new();
+        let web = workload("web", &["m1"], &[cm("a"), cm("b")]);
+        assert_eq!(
+            index.applied(&web),
+            vec![
+                Key::Binding(web.key.clone()),
+                Key::Dependency(cm("a")),
+                Key::Dependency(cm("b"))
+            ]
+        );
+        assert_eq!(index.referencing(&cm("a")), vec![web.key.clone()]);
+        assert!(index.is_relevant(&cm("b")));
+        assert!(!index.is_relevant(&cm("c")));
+        // The same object again (e.g. a status write): nothing to do.
+        assert_eq!(index.applied(&web), vec![]);
+    }
+
+    #[test]
+    fn rescheduling_triggers_dependencies_only() {
+        let mut index = Index::new();
+        let web = workload("web", &["m1"], &[cm("a")]);
+        index.applied(&web);
+        let moved = workload("web", &["m2"], &[cm("a")]);
+        assert_eq!(index.applied(&moved), vec![Key::Dependency(cm("a"))]);
+    }
+
+    #[test]
+    fn a_template_change_triggers_the_binding() {
+        let mut index = Index::new();
+        let web = workload("web", &["m1"], &[cm("a")]);
+        index.applied(&web);
+        let mut refreshed = web.clone();
+        refreshed.resource.resource_version = Some("42".into());
+        assert_eq!(index.applied(&refreshed), vec![Key::Binding(web.key.clone())]);
+    }
+
+    #[test]
+    fn a_removed_reference_triggers_old_and_new_dependencies() {
+        let mut index = Index::new();
+        index.applied(&workload("web", &["m1"], &[cm("a"), cm("b")]));
+        let fewer = workload("web", &["m1"], &[cm("b")]);
+        assert_eq!(
+            index.applied(&fewer),
+            vec![
+                Key::Binding(fewer.key.clone()),
+                Key::Dependency(cm("a")),
+                Key::Dependency(cm("b"))
+            ]
+        );
+        assert!(!index.is_referenced(&cm("a")));
+        assert_eq!(index.dependency_kinds().len(), 1);
+    }
+
+    #[test]
+    fn bindings_without_dependencies_are_not_reconciled() {
+        let mut index = Index::new();
+        let mut plain = workload("plain", &["m1"], &[]);
+        plain.propagate_deps = false;
+        plain.dependencies_annotation = None;
+        assert_eq!(index.applied(&plain), vec![]);
+        // Turning propagateDeps on makes it interesting.
+        plain.propagate_deps = true;
+        assert_eq!(index.applied(&plain), vec![Key::Binding(plain.key.clone())]);
+    }
+
+    #[test]
+    fn deleting_a_workload_triggers_its_dependencies() {
+        let mut index = Index::new();
+        let web = workload("web", &["m1"], &[cm("a")]);
+        index.applied(&web);
+        assert_eq!(index.deleted(&web.key), vec![Key::Dependency(cm("a"))]);
+        assert!(!index.is_relevant(&cm("a")));
+        assert_eq!(index.deleted(&web.key), vec![]);
+    }
+
+    #[test]
+    fn attached_bindings_trigger_their_dependency() {
+        let mut index = Index::new();
+        let a = attached(&cm("a"), "web");
+        assert_eq!(index.applied(&a), vec![Key::Dependency(cm("a"))]);
+        assert!(index.is_relevant(&cm("a")));
+        assert_eq!(index.attached_count(), 1);
+        assert_eq!(index.applied(&a), vec![]);
+        let mut claimed = a.clone();
+        claimed.claimed = true;
+        assert_eq!(index.applied(&claimed), vec![Key::Dependency(cm("a"))]);
+        assert_eq!(index.deleted(&a.key), vec![Key::Dependency(cm("a"))]);
+        assert_eq!(index.attached_count(), 0);
+        assert!(!index.is_relevant(&cm("a")));
+    }
+
+    #[test]
+    fn an_unrelated_binding_of_a_referenced_object_triggers_it() {
+        let mut index = Index::new();
+        index.applied(&workload("web", &["m1"], &[cm("a")]));
+        // The dependency's own policy created a binding (no requiredBy yet).
+        let mut own = attached(&cm("a"), "web");
+        own.required_by.clear();
+        own.claimed = true;
+        assert_eq!(index.applied(&own), vec![Key::Dependency(cm("a"))]);
+        // A binding of an unreferenced object does not.
+        let mut other = attached(&cm("z"), "web");
+        other.required_by.clear();
+        assert_eq!(index.applied(&other), vec![]);
+    }
+
+    #[test]
+    fn resync_lists() {
+        let mut index = Index::new();
+        index.applied(&workload("web", &["m1"], &[cm("a")]));
+        index.applied(&workload("api", &["m1"], &[cm("b")]));
+        index.applied(&attached(&cm("c"), "gone"));
+        let mut off = workload("off", &["m1"], &[]);
+        off.propagate_deps = false;
+        index.applied(&off);
+        let mut crb = workload("pv", &["m1"], &[]);
+        crb.key = BindingKey::cluster("pv-persistentvolume");
+        index.applied(&crb);
+        assert_eq!(
+            index.distributing_bindings(),
+            vec![
+                BindingKey::cluster("pv-persistentvolume"),
+                BindingKey::namespaced("default", "api"),
+                BindingKey::namespaced("default", "web")
+            ]
+        );
+        assert_eq!(
+            index.binding_keys(true),
+            vec![BindingKey::cluster("pv-persistentvolume")]
+        );
+        assert_eq!(index.binding_keys(false).len(), 4);
+        assert_eq!(index.all_dependencies(), vec![cm("a"), cm("b"), cm("c")]);
+    }
+}
