@@ -348,6 +348,25 @@ async fn cluster_changes_reschedule() {
     let without_member3 = [target("member1", 1), target("member2", 1)];
     wait_scheduled(&client, "everywhere", &without_member3).await;
     wait_scheduled(&client, "after-not-ready", &without_member3).await;
+
+    // A joined cluster is added where the placement admits it (no execution runs here, so the
+    // endpoint is never contacted).
+    let joined = Cluster::new(
+        "member4",
+        flotilla_api::ClusterSpec {
+            api_endpoint: Some("https://127.0.0.1:1".into()),
+            ..Default::default()
+        },
+    );
+    clusters.create(&PostParams::default(), &joined).await.unwrap();
+    set_ready(&client, "member4", true).await;
+    let with_member4 = [target("member1", 1), target("member2", 1), target("member4", 1)];
+    wait_scheduled(&client, "everywhere", &with_member4).await;
+    let by_label = get(&client, "by-label").await;
+    assert!(
+        is_scheduled_to(&by_label, &[target("member2", 1)]),
+        "{by_label:?}"
+    );
 }
 
 #[tokio::test]
