@@ -33,11 +33,7 @@ pub fn bin_dir() -> PathBuf {
 }
 
 fn workspace_has(package: &str) -> bool {
-    let dir = match package {
-        "flotilla" => "crates/flotilla".to_owned(),
-        other => format!("crates/{}", other.trim_start_matches("flotilla-")),
-    };
-    workspace_root().join(dir).join("Cargo.toml").exists()
+    flotilla::binaries::package_exists(&workspace_root(), package)
 }
 
 /// Builds every binary the harness may start (once per process) and returns the path of `name`.

@@ -7,15 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flotilla_api::ClusterPropagationPolicy;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use kube::Client;
 
 use crate::apiserver::{ApiServer, ApiServerOptions};
 use crate::process::Process;
-use crate::wait::{eventually, wait_until};
+use crate::wait::eventually;
 
 /// A flotilla service binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -85,6 +81,16 @@ struct Ports {
     metrics: u16,
 }
 
+/// An extra replica of a service (see [`Env::start_replica`]); stopped when dropped.
+pub struct Replica {
+    /// The process.
+    pub process: Process,
+    /// Its gRPC address (`http://127.0.0.1:<port>`).
+    pub grpc_address: String,
+    /// Its ops endpoint (`127.0.0.1:<port>`).
+    pub metrics_address: String,
+}
+
 /// A running installation. Dropping it stops every process; if the test is panicking, the tail
 /// of every process's log is printed first.
 pub struct Env {
@@ -117,15 +123,13 @@ impl Env {
         let client = control_plane.client().await;
         install_crds(&client).await;
         for (i, member) in members.iter().enumerate() {
-            let access = flotilla::join::member_access(member.kubeconfig(), None)
-                .unwrap_or_else(|e| panic!("cannot read {}'s kubeconfig: {e}", member.name()));
             let join_options = flotilla::join::JoinOptions {
                 labels: options.member_labels.get(&i).cloned().unwrap_or_default(),
                 ..Default::default()
             };
-            flotilla::join::join(&client, member.name(), &access, &join_options)
+            flotilla::setup::register_member(&client, member.name(), member.kubeconfig(), &join_options)
                 .await
-                .unwrap_or_else(|e| panic!("cannot join {}: {e}", member.name()));
+                .unwrap_or_else(|e| panic!("{e}"));
         }
 
         let ports: BTreeMap<Service, Ports> = Service::ALL
@@ -173,6 +177,39 @@ impl Env {
     /// The gRPC address of `service`, `http://127.0.0.1:<port>`.
     pub fn grpc_address(&self, service: Service) -> String {
         self.address(service)
+    }
+
+    /// Starts another replica of `service` (its own ports, the same control plane and peers)
+    /// and waits until it is ready. Used to test services that run several replicas.
+    pub async fn start_replica(&self, service: Service, name: &str) -> Replica {
+        let grpc = crate::free_port();
+        let metrics = crate::free_port();
+        let mut args = self.service_command_line(service, "info,flotilla=debug");
+        let set = |args: &mut Vec<String>, flag: &str, value: String| {
+            if let Some(i) = args.iter().position(|a| a == flag) {
+                args[i + 1] = value;
+            }
+        };
+        set(&mut args, "--grpc-addr", format!("127.0.0.1:{grpc}"));
+        set(&mut args, "--metrics-addr", format!("127.0.0.1:{metrics}"));
+        let binary = crate::binaries::binary(service.binary());
+        let process = Process::start(name, &binary, args, vec![], self.root.path());
+        let replica = Replica {
+            process,
+            grpc_address: format!("http://127.0.0.1:{grpc}"),
+            metrics_address: format!("127.0.0.1:{metrics}"),
+        };
+        let address = replica.metrics_address.clone();
+        eventually(
+            &format!("{name} to become ready"),
+            Duration::from_secs(60),
+            || {
+                let address = address.clone();
+                async move { matches!(http_get(&address, "/readyz").await, Some((200, _))) }
+            },
+        )
+        .await;
+        replica
     }
 
     fn service_command_line(&self, service: Service, log_level: &str) -> Vec<String> {
@@ -301,40 +338,15 @@ impl Drop for Env {
     }
 }
 
-/// Creates every flotilla CRD and waits until the API serves them.
+/// Creates every flotilla CRD and waits until the API serves them (the same steps as
+/// `flotilla up`).
 pub async fn install_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in flotilla_api::crds::all() {
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("cannot create CRD {:?}: {e}", crd.metadata.name),
-        }
-    }
-    let served: Api<ClusterPropagationPolicy> = Api::all(client.clone());
-    wait_until(
-        "the flotilla CRDs to be served",
-        Duration::from_secs(30),
-        || async {
-            served
-                .list(&ListParams::default().limit(1))
-                .await
-                .ok()
-                .map(|_| ())
-        },
-    )
-    .await;
+    flotilla::setup::install_crds(client, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// A minimal HTTP/1.0 GET on loopback: (status code, body).
 pub async fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_owned()))
+    flotilla::probe::http_get(address, path).await
 }

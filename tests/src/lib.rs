@@ -17,7 +17,7 @@ pub mod process;
 pub mod wait;
 
 pub use apiserver::ApiServer;
-pub use env::{Env, EnvOptions, Service};
+pub use env::{Env, EnvOptions, Replica, Service};
 pub use wait::{eventually, wait_until};
 
 /// A free TCP port on loopback (bound, read, released).

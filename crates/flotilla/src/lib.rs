@@ -2,6 +2,19 @@
 //!
 //! The `flotilla` binary's logic, as a library so tests drive the same code users run:
 //!
-//! - [`join`]: register any Kubernetes cluster as a member (`flotilla join` / `flotilla unjoin`).
+//! - [`join`]: register any Kubernetes cluster as a member (`flotilla join` / `flotilla unjoin`);
+//! - [`up`]: the whole product on one machine (`flotilla up`), built from [`binaries`] (finding
+//!   and building the binaries), [`ports`] (loopback ports kept across restarts),
+//!   [`supervisor`] (child processes, restarts, ordered stop), [`setup`] (CRDs and member
+//!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
+//!   server), [`probe`] (readiness) and [`demo`] (`--demo`).
 
+pub mod binaries;
+pub mod demo;
 pub mod join;
+pub mod kubeconfig;
+pub mod ports;
+pub mod probe;
+pub mod setup;
+pub mod supervisor;
+pub mod up;

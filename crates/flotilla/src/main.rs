@@ -23,6 +23,48 @@ enum Command {
     Join(JoinArgs),
     /// Remove a member registration (its Works and member objects are cleaned up by execution).
     Unjoin(UnjoinArgs),
+    /// Run a control plane, simulated member clusters and every service on this machine.
+    Up(UpArgs),
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    /// Number of simulated member clusters (member1..memberN).
+    #[arg(long, default_value_t = 3)]
+    members: usize,
+    /// Where state, logs and the kubeconfig live; running again on it resumes the same state.
+    #[arg(long, default_value = "./.flotilla")]
+    data_dir: PathBuf,
+    /// Directory holding the flotilla-* binaries (default: next to this executable, built first
+    /// when running from a cargo checkout).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// flotilla-execution's apply-once-only mode.
+    #[arg(long, value_enum, default_value_t = flotilla::up::ApplyOnceOnly::Off)]
+    apply_once_only: flotilla::up::ApplyOnceOnly,
+    /// Also apply an example (Deployment + ConfigMap + PropagationPolicy) and show it arriving.
+    #[arg(long)]
+    demo: bool,
+    /// Log filter of every component (`RUST_LOG` syntax).
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+/// A token cancelled on SIGINT or SIGTERM.
+fn shutdown_on_signals() -> anyhow::Result<tokio_util::sync::CancellationToken> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let token = tokio_util::sync::CancellationToken::new();
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        trigger.cancel();
+    });
+    Ok(token)
 }
 
 #[derive(clap::Args)]
@@ -117,6 +159,18 @@ async fn main() -> anyhow::Result<()> {
             let client = control_plane_client(&args.control_plane).await?;
             flotilla::join::unjoin(&client, &args.name).await?;
             println!("cluster {} unjoined", args.name);
+        }
+        Command::Up(args) => {
+            let shutdown = shutdown_on_signals()?;
+            let options = flotilla::up::UpOptions {
+                members: args.members,
+                data_dir: args.data_dir,
+                bin_dir: args.bin_dir,
+                apply_once_only: args.apply_once_only,
+                demo: args.demo,
+                log_level: args.log_level,
+            };
+            flotilla::up::up(options, shutdown).await?;
         }
     }
     Ok(())

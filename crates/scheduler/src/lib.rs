@@ -3,7 +3,8 @@
 //! The scheduling algorithm of flotilla, compatible with Karmada's: given a binding's placement,
 //! its replica count, the registered member clusters and the previous result, decide which
 //! clusters the binding goes to and how many replicas each runs. Pure functions over plain
-//! data; the service around them (gRPC, watches, writing `spec.clusters`) lives elsewhere.
+//! data. Around them, the `flotilla-scheduler` service (see [the service modules](#the-service))
+//! schedules every binding in the control plane.
 //!
 //! ```
 //! use flotilla_api::Placement;
@@ -65,6 +66,21 @@
 //! - Overflow affinities (`clusterAffinities[].overflowAffinities`, a recent Karmada addition)
 //!   are ignored.
 //! - Webster priorities are compared exactly in integers (Karmada: `float64`).
+//!
+//! ## The service
+//!
+//! `flotilla-scheduler` is stateless; any number of replicas serve `Schedule` behind one
+//! address. Each watches ResourceBindings, ClusterResourceBindings and Clusters and reconciles
+//! every binding whenever it or the cluster inventory changes; a binding's result is
+//! recomputed in memory and written only when it differs.
+//!
+//! - [`decision`] — what to write for one binding, without I/O: the clusters (attached bindings
+//!   follow their `requiredBy`), the status, the patches;
+//! - [`reconcile`] — reading, deciding and writing one binding with resourceVersion
+//!   preconditions, retrying on conflicts, so concurrent replicas agree;
+//! - [`controller`] — the watches; [`inventory`] — the clusters as the algorithm sees them;
+//! - [`grpc`] — the `Schedule` handler; [`peers`] — `Dispatch` and `SyncDependencies` after a new
+//!   result; [`metrics`]; [`service`] — flags and wiring; [`binding`] — the two binding kinds.
 
 mod affinity;
 mod attached;
@@ -76,6 +92,16 @@ mod placement;
 mod schedule;
 mod strategy;
 mod webster;
+
+pub mod binding;
+pub mod controller;
+pub mod decision;
+pub mod grpc;
+pub mod inventory;
+pub mod metrics;
+pub mod peers;
+pub mod reconcile;
+pub mod service;
 
 pub use affinity::{cluster_matches, label_selector_matches};
 pub use attached::union_clusters;

@@ -1,0 +1,120 @@
+//! The service's Prometheus metrics, registered once in the process-wide registry
+//! (`flotilla_scheduler_*` on `/metrics`).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+/// Labels of one scheduling attempt.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScheduleLabels {
+    /// `ResourceBinding` or `ClusterResourceBinding`.
+    kind: String,
+    /// `grpc` or `watch`.
+    trigger: String,
+    /// See [`crate::reconcile::Outcome::as_str`].
+    outcome: String,
+}
+
+/// Labels of a failure.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    /// What failed: `api`, `conflicts`, `dispatch`, `sync-dependencies`.
+    during: String,
+}
+
+type DurationFamily = Family<ScheduleLabels, Histogram, fn() -> Histogram>;
+
+/// The scheduler's metrics.
+pub struct Metrics {
+    schedules: Family<ScheduleLabels, Counter>,
+    durations: DurationFamily,
+    errors: Family<ErrorLabels, Counter>,
+    conflicts: Counter,
+    unschedulable: Gauge,
+}
+
+fn duration_histogram() -> Histogram {
+    // 0.1 ms .. ~3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+/// The process's metrics, registered on first use.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let metrics = Metrics {
+            schedules: Family::default(),
+            durations: DurationFamily::new_with_constructor(duration_histogram),
+            errors: Family::default(),
+            conflicts: Counter::default(),
+            unschedulable: Gauge::default(),
+        };
+        use flotilla_telemetry::metrics::register;
+        register(
+            "scheduler_schedules",
+            "Bindings scheduled, by kind, trigger (grpc, watch) and outcome",
+            metrics.schedules.clone(),
+        );
+        register(
+            "scheduler_schedule_duration_seconds",
+            "Time to schedule one binding (reads, decision and writes), by kind, trigger and outcome",
+            metrics.durations.clone(),
+        );
+        register(
+            "scheduler_errors",
+            "Failures while scheduling or notifying peers, by what failed",
+            metrics.errors.clone(),
+        );
+        register(
+            "scheduler_write_conflicts",
+            "Writes refused with 409 Conflict (another writer changed the binding first) and retried",
+            metrics.conflicts.clone(),
+        );
+        register(
+            "scheduler_unschedulable_bindings",
+            "Bindings whose Scheduled condition is False",
+            metrics.unschedulable.clone(),
+        );
+        metrics
+    })
+}
+
+impl Metrics {
+    /// Records one scheduling attempt.
+    pub fn observe_schedule(&self, kind: &str, trigger: &str, outcome: &str, elapsed: Duration) {
+        let labels = ScheduleLabels {
+            kind: kind.to_owned(),
+            trigger: trigger.to_owned(),
+            outcome: outcome.to_owned(),
+        };
+        self.schedules.get_or_create(&labels).inc();
+        self.durations
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a failure during `during`.
+    pub fn error(&self, during: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                during: during.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a write refused with 409.
+    pub fn conflict(&self) {
+        self.conflicts.inc();
+    }
+
+    /// Sets the number of unschedulable bindings.
+    pub fn set_unschedulable(&self, count: usize) {
+        self.unschedulable.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+}

@@ -1,0 +1,389 @@
+//! Scheduling one binding against the API: read it, decide ([`crate::decision`]), write
+//! `spec.clusters` and then the status, each write conditional on the resourceVersion that was
+//! read. A 409 Conflict means someone wrote first (another scheduler replica, the detector, a
+//! status writer): the binding is read again and the decision made anew, so concurrent replicas
+//! end up agreeing instead of overwriting each other.
+//!
+//! Both triggers run this: the watch (`controller.rs`) and the gRPC `Schedule` call
+//! (`grpc.rs`). After a write that records a new result or generation, the peers are told
+//! ([`crate::peers`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use flotilla_api::well_known::{DEFAULT_SCHEDULER_NAME, TRACE_PARENT_ANNOTATION};
+use flotilla_api::{ResourceBindingStatus, TargetCluster};
+use flotilla_proto::v1::BindingRef;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Patch, PatchParams};
+use tracing::Instrument;
+
+use crate::binding::{BindingKey, BindingObject};
+use crate::decision::{clusters_patch, decide, status_after, status_patch};
+use crate::inventory::Inventory;
+use crate::metrics::metrics;
+use crate::peers::Peers;
+
+/// How often one scheduling attempt re-reads the binding after a 409 before giving up (the
+/// caller then retries later).
+const MAX_CONFLICTS: u32 = 8;
+
+/// What the service needs to schedule a binding.
+pub struct Context {
+    /// Control-plane client.
+    pub client: Client,
+    /// The registered clusters.
+    pub inventory: Arc<Inventory>,
+    /// Execution and dependency-distributor clients.
+    pub peers: Peers,
+}
+
+/// What scheduling a binding came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The binding was written (result, status or both).
+    Scheduled,
+    /// The binding already said everything; nothing was written.
+    Unchanged,
+    /// The binding does not exist.
+    NotFound,
+    /// The binding is not this scheduler's to schedule (being deleted, or `spec.schedulerName`
+    /// names another scheduler).
+    Skipped,
+}
+
+impl Outcome {
+    /// A metric label and span attribute.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Unchanged => "unchanged",
+            Self::NotFound => "not-found",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// The result of scheduling one binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// What happened.
+    pub outcome: Outcome,
+    /// `spec.clusters` after the attempt.
+    pub clusters: Vec<TargetCluster>,
+    /// `status.schedulerObservedGeneration` after the attempt.
+    pub observed_generation: Option<i64>,
+    /// The binding's generation after the attempt.
+    pub generation: i64,
+    /// Why the binding is unschedulable; `None` when it was scheduled.
+    pub unschedulable: Option<String>,
+}
+
+impl Report {
+    fn without_binding(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            clusters: Vec::new(),
+            observed_generation: None,
+            generation: 0,
+            unschedulable: None,
+        }
+    }
+}
+
+/// Errors scheduling a binding (a binding that cannot be scheduled is not an error: it gets
+/// `Scheduled=False`).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The API refused a read or write.
+    #[error("cannot {action} {key}: {source}")]
+    Api {
+        /// What was attempted.
+        action: &'static str,
+        /// The binding.
+        key: String,
+        /// Why it failed.
+        source: kube::Error,
+    },
+    /// Every write attempt lost to another writer.
+    #[error(
+        "{key} kept changing while it was being scheduled ({MAX_CONFLICTS} conflicts in a row); will retry"
+    )]
+    Conflicts {
+        /// The binding.
+        key: String,
+    },
+    /// The cluster inventory has not been listed yet, so no decision can be made.
+    #[error("the Cluster list has not been read yet; retry shortly")]
+    NotSynced,
+}
+
+/// What started a scheduling attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// A watch event (or a cluster inventory change, or a requeue).
+    Watch,
+    /// A gRPC `Schedule` call.
+    Grpc,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Watch => "watch",
+            Self::Grpc => "grpc",
+        }
+    }
+}
+
+/// Whether `scheduler_name` is this scheduler's (unset, empty, or the default scheduler).
+pub fn is_ours(scheduler_name: Option<&str>) -> bool {
+    scheduler_name.is_none_or(|name| name.is_empty() || name == DEFAULT_SCHEDULER_NAME)
+}
+
+/// Schedules the binding `key`. `cached` is the caller's copy, used for the first attempt
+/// (the watch's); without one the binding is read from the API.
+///
+/// Runs in a `scheduler.schedule` span: a child of the current span for gRPC calls, and for
+/// watch triggers a new trace linked to the binding's `flotilla.io/traceparent`.
+pub async fn schedule_binding<K: BindingObject>(
+    ctx: &Context,
+    key: &BindingKey,
+    cached: Option<Arc<K>>,
+    trigger: Trigger,
+) -> Result<Report, ReconcileError> {
+    let span = match trigger {
+        Trigger::Grpc => tracing::info_span!(
+            "scheduler.schedule",
+            binding = %key,
+            trigger = trigger.as_str(),
+            outcome = tracing::field::Empty,
+            clusters = tracing::field::Empty,
+        ),
+        Trigger::Watch => {
+            let span = tracing::info_span!(
+                parent: None,
+                "scheduler.schedule",
+                binding = %key,
+                trigger = trigger.as_str(),
+                outcome = tracing::field::Empty,
+                clusters = tracing::field::Empty,
+            );
+            let traceparent = cached.as_ref().and_then(|b| {
+                b.meta()
+                    .annotations
+                    .as_ref()?
+                    .get(TRACE_PARENT_ANNOTATION)
+                    .cloned()
+            });
+            if let Some(traceparent) = traceparent {
+                flotilla_telemetry::propagation::link_to_traceparent(&span, &traceparent);
+            }
+            span
+        }
+    };
+    let started = Instant::now();
+    let result = attempt(ctx, key, cached, trigger).instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(report) => {
+            span.record("outcome", report.outcome.as_str());
+            span.record("clusters", format_clusters(&report.clusters).as_str());
+            if let Some(message) = &report.unschedulable {
+                span.record("outcome", "unschedulable");
+                span.in_scope(|| tracing::info!(%message, "binding is unschedulable"));
+                "unschedulable"
+            } else {
+                report.outcome.as_str()
+            }
+        }
+        Err(error) => {
+            span.record("outcome", "error");
+            metrics().error(match error {
+                ReconcileError::Api { .. } => "api",
+                ReconcileError::Conflicts { .. } => "conflicts",
+                ReconcileError::NotSynced => "not-synced",
+            });
+            "error"
+        }
+    };
+    metrics().observe_schedule(key.kind_name(), trigger.as_str(), outcome, started.elapsed());
+    result
+}
+
+/// `member1:2,member2:3`.
+pub fn format_clusters(clusters: &[TargetCluster]) -> String {
+    clusters
+        .iter()
+        .map(|t| format!("{}:{}", t.name, t.replicas))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn api_error(action: &'static str, key: &BindingKey) -> impl FnOnce(kube::Error) -> ReconcileError {
+    let key = key.to_string();
+    move |source| ReconcileError::Api { action, key, source }
+}
+
+fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+async fn attempt<K: BindingObject>(
+    ctx: &Context,
+    key: &BindingKey,
+    cached: Option<Arc<K>>,
+    trigger: Trigger,
+) -> Result<Report, ReconcileError> {
+    if !ctx.inventory.is_synced() {
+        return Err(ReconcileError::NotSynced);
+    }
+    let api = K::api(ctx.client.clone(), key.namespace.as_deref());
+    let mut next: Option<K> = cached.map(|b| (*b).clone());
+    for _ in 0..MAX_CONFLICTS {
+        let binding = match next.take() {
+            Some(binding) => binding,
+            None => match api.get_opt(&key.name).await.map_err(api_error("read", key))? {
+                Some(binding) => binding,
+                None => return Ok(Report::without_binding(Outcome::NotFound)),
+            },
+        };
+        if binding.meta().deletion_timestamp.is_some()
+            || !is_ours(binding.binding_spec().scheduler_name.as_deref())
+        {
+            return Ok(report(&binding, Outcome::Skipped, None));
+        }
+        let observed_before = binding
+            .binding_status()
+            .and_then(|s| s.scheduler_observed_generation);
+        let clusters = ctx.inventory.snapshot();
+        let decision = decide(binding.binding_spec(), binding.binding_status(), &clusters);
+
+        let mut binding = binding;
+        let mut wrote = false;
+        if decision.changes_clusters(binding.binding_spec()) {
+            let patch = clusters_patch(
+                binding.meta().resource_version.as_deref().unwrap_or_default(),
+                &decision.clusters,
+            );
+            match api
+                .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(written) => {
+                    tracing::info!(
+                        from = %format_clusters(&binding.binding_spec().clusters),
+                        to = %format_clusters(&decision.clusters),
+                        "wrote spec.clusters"
+                    );
+                    binding = written;
+                    wrote = true;
+                }
+                Err(error) if status_code(&error) == Some(409) => {
+                    metrics().conflict();
+                    tracing::debug!("spec.clusters write conflicted; reading the binding again");
+                    continue;
+                }
+                Err(error) if status_code(&error) == Some(404) => {
+                    return Ok(Report::without_binding(Outcome::NotFound));
+                }
+                Err(error) => return Err(api_error("write spec.clusters of", key)(error)),
+            }
+        }
+
+        let generation = binding.meta().generation.unwrap_or_default();
+        let status = status_after(binding.binding_status(), generation, &decision, Timestamp::now());
+        if let Some(status) = &status {
+            let patch = status_patch(
+                binding.meta().resource_version.as_deref().unwrap_or_default(),
+                status,
+            );
+            match api
+                .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(written) => {
+                    binding = written;
+                    wrote = true;
+                }
+                Err(error) if status_code(&error) == Some(409) => {
+                    metrics().conflict();
+                    tracing::debug!("status write conflicted; reading the binding again");
+                    continue;
+                }
+                Err(error) if status_code(&error) == Some(404) => {
+                    return Ok(Report::without_binding(Outcome::NotFound));
+                }
+                Err(error) => return Err(api_error("write the status of", key)(error)),
+            }
+        }
+
+        let observed_after = binding
+            .binding_status()
+            .and_then(|s| s.scheduler_observed_generation);
+        if wrote && decision.settles && observed_after != observed_before {
+            notify_peers(ctx, &binding, trigger);
+        }
+        let unschedulable = decision.outcome.as_ref().err().map(|e| e.message.clone());
+        let outcome = if wrote {
+            Outcome::Scheduled
+        } else {
+            Outcome::Unchanged
+        };
+        return Ok(report(&binding, outcome, unschedulable));
+    }
+    Err(ReconcileError::Conflicts { key: key.to_string() })
+}
+
+fn notify_peers<K: BindingObject>(ctx: &Context, binding: &K, trigger: Trigger) {
+    let reference: BindingRef = binding.reference();
+    tracing::debug!(
+        trigger = trigger.as_str(),
+        "notifying execution of the new result"
+    );
+    ctx.peers.notify(reference, binding.binding_spec().propagate_deps);
+}
+
+fn report<K: BindingObject>(binding: &K, outcome: Outcome, unschedulable: Option<String>) -> Report {
+    Report {
+        outcome,
+        clusters: binding.binding_spec().clusters.clone(),
+        observed_generation: binding
+            .binding_status()
+            .and_then(|s: &ResourceBindingStatus| s.scheduler_observed_generation),
+        generation: binding.meta().generation.unwrap_or_default(),
+        unschedulable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_names() {
+        assert!(is_ours(None));
+        assert!(is_ours(Some("")));
+        assert!(is_ours(Some("default-scheduler")));
+        assert!(!is_ours(Some("my-scheduler")));
+    }
+
+    #[test]
+    fn cluster_lists_read_well() {
+        let clusters = vec![
+            TargetCluster {
+                name: "member1".into(),
+                replicas: 2,
+            },
+            TargetCluster {
+                name: "member2".into(),
+                replicas: 3,
+            },
+        ];
+        assert_eq!(format_clusters(&clusters), "member1:2,member2:3");
+        assert_eq!(format_clusters(&[]), "");
+    }
+}
