@@ -8,11 +8,13 @@
 //! - [`process`]: a child process with captured logs, SIGKILL/SIGTERM and restart;
 //! - [`apiserver`]: one flotilla-apiserver on its own data dir;
 //! - [`env`]: a whole installation (control plane, members, services);
-//! - [`wait`]: waiting on conditions with a deadline (never fixed sleeps).
+//! - [`wait`]: waiting on conditions with a deadline (never fixed sleeps);
+//! - [`fixtures`]: applying YAML like `kubectl apply --server-side`, templates, member reads.
 
 pub mod apiserver;
 pub mod binaries;
 pub mod env;
+pub mod fixtures;
 pub mod process;
 pub mod wait;
 
