@@ -101,11 +101,50 @@ pub struct Env {
     pub members: Vec<ApiServer>,
     services: BTreeMap<Service, Process>,
     ports: BTreeMap<Service, Ports>,
+    // Last, so it is released after every process above has stopped.
+    _slot: Slot,
+}
+
+/// Bounds how many installations one test process runs at once (`FLOTILLA_E2E_ENVS`, default
+/// 3): cargo runs a test file's tests in parallel, and each installation is a handful of
+/// processes on a two-core CI machine. Tests beyond the bound wait for a slot instead of
+/// starving each other into timeouts.
+struct Slot;
+
+static SLOTS: (std::sync::Mutex<usize>, std::sync::Condvar) =
+    (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+impl Slot {
+    fn acquire() -> Slot {
+        let limit = std::env::var("FLOTILLA_E2E_ENVS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(3);
+        let (lock, freed) = &SLOTS;
+        let mut used = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while *used >= limit {
+            used = freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let (lock, freed) = &SLOTS;
+        let mut used = lock.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= 1;
+        freed.notify_one();
+    }
 }
 
 impl Env {
     /// Starts everything and waits until every service reports ready.
     pub async fn start(options: EnvOptions) -> Env {
+        // Blocking is fine: every `#[tokio::test]` has its own runtime.
+        let slot = Slot::acquire();
         let root = tempfile::Builder::new()
             .prefix("flotilla-e2e-")
             .tempdir()
@@ -150,6 +189,7 @@ impl Env {
             members,
             services: BTreeMap::new(),
             ports,
+            _slot: slot,
         };
         for service in &options.services {
             let mut args = env.service_command_line(*service, &options.log_level);
