@@ -198,3 +198,29 @@ pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
         .iter()
         .find(|c| c["type"] == type_)
 }
+
+/// The ```` ```yaml ```` blocks of `docs/<file>`, in order, so user-guide examples are applied
+/// by tests exactly as written.
+pub fn doc_yaml_blocks(file: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match current.as_mut() {
+            None if line.trim_start().starts_with("```yaml") => current = Some(String::new()),
+            None => {}
+            Some(_) if line.trim_start().starts_with("```") => {
+                blocks.extend(current.take());
+            }
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+        }
+    }
+    blocks
+}
