@@ -32,6 +32,21 @@ pub fn bin_dir() -> PathBuf {
         .unwrap_or_else(|| panic!("unexpected test path {}", exe.display()))
 }
 
+/// Whether `key` is one of the variables cargo sets for the package being tested (not for
+/// cargo itself, like `CARGO_HOME` or `CARGO_TARGET_DIR`).
+fn is_package_variable(key: &str) -> bool {
+    ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"]
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+        || [
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "OUT_DIR",
+        ]
+        .contains(&key)
+}
+
 fn workspace_has(package: &str) -> bool {
     flotilla::binaries::package_exists(&workspace_root(), package)
 }
@@ -47,6 +62,17 @@ pub fn binary(name: &str) -> PathBuf {
         command
             .current_dir(workspace_root())
             .args(["build", "--bins", "--quiet"]);
+        // cargo runs this test with the variables it sets for the test's own package
+        // (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, ...). Build scripts such as ring's declare
+        // `rerun-if-env-changed` on them, and cargo compares those against its own environment:
+        // passing them on makes this build and the next `cargo test` invalidate each other, and
+        // rebuild ring, rustls and kube every run.
+        for (key, _) in std::env::vars_os() {
+            let Some(key) = key.to_str() else { continue };
+            if is_package_variable(key) {
+                command.env_remove(key);
+            }
+        }
         if release {
             command.arg("--release");
         }
