@@ -27,7 +27,8 @@ use crate::dispatch::{binding_of_work, get_binding};
 use crate::error::{ExecutionError, is_status};
 use crate::manifest::{ObjectIdentity, Revision, manifest_apply_once_override, manifest_conflict_resolution};
 use crate::member::{
-    Ownership, WorkRef, conflict_message, is_conflict, matches, ownership, recorded_revision, with_marks,
+    Ownership, WorkRef, conflict_message, defers_to_namespace_work, is_conflict, matches, ownership,
+    recorded_revision, with_marks,
 };
 use crate::metrics::metrics;
 use crate::works::{
@@ -545,6 +546,19 @@ async fn apply_manifest_inner(
         status: object.and_then(flotilla_interpreter::reflect_status),
         health: object.map(|o| flotilla_interpreter::health(o).into()),
     };
+    if defers_to_namespace_work(
+        &identity.api_version,
+        &identity.kind,
+        &identity.name,
+        &owner,
+        &work_ref,
+    ) {
+        return ManifestResult {
+            outcome: Outcome::Unchanged,
+            status: status_of(live.as_ref()),
+            applied_revision: recorded_on_work.cloned(),
+        };
+    }
     match decide(
         mode,
         recorded.as_deref(),

@@ -10,6 +10,7 @@ use flotilla_api::well_known::{
 use serde_json::{Map, Value};
 
 use crate::manifest::{Revision, annotation, label};
+use crate::naming::namespace_work_name;
 
 /// The Work a member object belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +95,28 @@ pub fn ownership(live: Option<&Value>, work: &WorkRef<'_>) -> Ownership {
 pub fn is_conflict(ownership: &Ownership, resolution: &ConflictResolution) -> bool {
     matches!(ownership, Ownership::Foreign | Ownership::OtherWork(_))
         && *resolution != ConflictResolution::Overwrite
+}
+
+/// Whether a binding's Work leaves the member Namespace `name` to namespace auto-propagation:
+/// the object is owned by the namespace Work of the same name in the same execution namespace.
+///
+/// A ClusterPropagationPolicy may select a Namespace that is also auto-propagated. Karmada gives
+/// both Works the same name, so they share one Work; flotilla keeps them apart, and two Works
+/// taking one object from each other would loop (and the binding Work's finalizer would delete
+/// a namespace auto-propagation still wants). So the namespace Work owns the member Namespace
+/// and the binding Work defers to it: no write, no conflict, nothing deleted when it goes.
+pub fn defers_to_namespace_work(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    owner: &Ownership,
+    work: &WorkRef<'_>,
+) -> bool {
+    let namespace_work = namespace_work_name(name);
+    api_version == "v1"
+        && kind == "Namespace"
+        && work.name != namespace_work
+        && *owner == Ownership::OtherWork(format!("{}/{namespace_work}", work.namespace))
 }
 
 /// A human-readable reason for a conflict.
@@ -336,5 +359,81 @@ mod tests {
         assert!(matches(&json!({"a": []}), &json!({"a": null})));
         assert!(!matches(&json!({"a": "x"}), &json!({})));
         assert!(!matches(&json!({"a": "x"}), &json!("x")));
+    }
+
+    #[test]
+    fn binding_works_defer_to_the_namespace_work_of_the_same_namespace() {
+        let ns_work = namespace_work_name("team-b");
+        let owned_by = |work: &str| Ownership::OtherWork(format!("karmada-es-member1/{work}"));
+        let binding_work = WorkRef {
+            namespace: "karmada-es-member1",
+            name: "team-b-namespace-451b060e",
+            uid: "u",
+        };
+        assert!(defers_to_namespace_work(
+            "v1",
+            "Namespace",
+            "team-b",
+            &owned_by(&ns_work),
+            &binding_work
+        ));
+        // Not a Namespace, another namespace's Work, another cluster's, or not owned at all.
+        assert!(!defers_to_namespace_work(
+            "v1",
+            "ConfigMap",
+            "team-b",
+            &owned_by(&ns_work),
+            &binding_work
+        ));
+        assert!(!defers_to_namespace_work(
+            "v2",
+            "Namespace",
+            "team-b",
+            &owned_by(&ns_work),
+            &binding_work
+        ));
+        let other = namespace_work_name("team-c");
+        assert!(!defers_to_namespace_work(
+            "v1",
+            "Namespace",
+            "team-b",
+            &owned_by(&other),
+            &binding_work
+        ));
+        let elsewhere = Ownership::OtherWork(format!("karmada-es-member2/{ns_work}"));
+        assert!(!defers_to_namespace_work(
+            "v1",
+            "Namespace",
+            "team-b",
+            &elsewhere,
+            &binding_work
+        ));
+        for owner in [
+            Ownership::Absent,
+            Ownership::Ours,
+            Ownership::Foreign,
+            owned_by("someone-else"),
+        ] {
+            assert!(!defers_to_namespace_work(
+                "v1",
+                "Namespace",
+                "team-b",
+                &owner,
+                &binding_work
+            ));
+        }
+        // The namespace Work itself never defers (it owns the object).
+        let itself = WorkRef {
+            namespace: "karmada-es-member1",
+            name: &ns_work,
+            uid: "u",
+        };
+        assert!(!defers_to_namespace_work(
+            "v1",
+            "Namespace",
+            "team-b",
+            &owned_by(&ns_work),
+            &itself
+        ));
     }
 }
