@@ -735,4 +735,78 @@ spec:
         })
         .await;
     }
+
+    // A namespace the policy selects that is also propagated automatically (no opt-out): both
+    // Works apply the same member Namespace, and neither may report a conflict.
+    fixtures::apply(
+        &cp,
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-b
+  labels:
+    team: b
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: team-b
+spec:
+  resourceSelectors:
+  - apiVersion: v1
+    kind: Namespace
+    name: team-b
+  placement:
+    clusterAffinity:
+      clusterNames: [member1]
+"#,
+    )
+    .await;
+    for i in 1..=3 {
+        let member = env.member_client(i).await;
+        eventually(&format!("namespace team-b in member{i}"), TIMEOUT, || async {
+            fixtures::get(&member, "v1", "Namespace", None, "team-b")
+                .await
+                .is_some()
+        })
+        .await;
+    }
+    let applied = |work: &Value| fixtures::condition(work, "Applied").is_some_and(|c| c["status"] == "True");
+    let team_b_works = || async {
+        list(
+            &cp,
+            "work.karmada.io/v1alpha1",
+            "Work",
+            Some("karmada-es-member1"),
+        )
+        .await
+        .into_iter()
+        .map(|w| serde_json::to_value(w).unwrap())
+        .filter(|w| {
+            w["metadata"]["annotations"]["clusterresourcebinding.karmada.io/name"] == "team-b-namespace"
+                || w["metadata"]["labels"]["flotilla.io/propagated-namespace"] == "team-b"
+        })
+        .collect::<Vec<Value>>()
+    };
+    eventually("both team-b Works in member1 to be applied", TIMEOUT, || async {
+        let works = team_b_works().await;
+        works.len() == 2 && works.iter().all(applied)
+    })
+    .await;
+    // ...and they do not take the member Namespace from each other: it is written no more.
+    let member1 = env.member_client(1).await;
+    let version = |ns: Option<DynamicObject>| ns.and_then(|n| n.metadata.resource_version);
+    let settled = version(fixtures::get(&member1, "v1", "Namespace", None, "team-b").await);
+    assert!(settled.is_some());
+    stays(
+        "both team-b Works applied, member1's team-b unchanged",
+        QUIET,
+        || async {
+            let works = team_b_works().await;
+            works.len() == 2
+                && works.iter().all(applied)
+                && version(fixtures::get(&member1, "v1", "Namespace", None, "team-b").await) == settled
+        },
+    )
+    .await;
 }
