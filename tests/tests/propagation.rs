@@ -231,6 +231,11 @@ async fn divided_five_replicas_weighted_one_to_two() {
         }
     }
     assert_eq!(sum, 5, "the members run exactly the template's replicas");
+
+    // Scaling keeps the proportion: 8 replicas at 1:2 are 3 and 5 (seats B, A, B, B, A, B, B, A).
+    fixtures::apply(&cp, &deployment_yaml("default", "div", 8, "nginx:1.25")).await;
+    wait_on_members(&env, &[1], "div", 3, "nginx:1.25").await;
+    wait_on_members(&env, &[2], "div", 5, "nginx:1.25").await;
 }
 
 #[tokio::test]
@@ -384,6 +389,23 @@ async fn policy_deletion_leaves_member_objects_in_place() {
             && member_deployment(&m2, "default", "keep").await.is_some()
     })
     .await;
+
+    // The next matching policy takes the template over, and its placement applies.
+    fixtures::apply(
+        &cp,
+        &policy_for(
+            "keep-next",
+            "keep",
+            r"  placement:
+    clusterAffinity:
+      clusterNames: [member3]
+",
+        ),
+    )
+    .await;
+    wait_on_members(&env, &[3], "keep", 2, "nginx:1.25").await;
+    wait_member_deployment_gone(&m1, "default", "keep", "keep moved off member1").await;
+    wait_member_deployment_gone(&m2, "default", "keep", "keep moved off member2").await;
 }
 
 #[tokio::test]

@@ -247,6 +247,26 @@ async fn killed_mid_propagation_converges(service: Service) {
         &format!("convergence after {service:?} was killed"),
     )
     .await;
+
+    // Killed again in the middle of deleting templates and updating others: the
+    // deletions finish (finalizers included) after the restart.
+    for name in &names[10..14] {
+        fixtures::delete(&cp, &batch_deployment(name, "nginx:1.25")).await;
+        expected.remove(name);
+    }
+    for name in &names[4..8] {
+        fixtures::apply(&cp, &batch_deployment(name, "nginx:1.27")).await;
+        expected.insert(name.clone(), "nginx:1.27".to_owned());
+    }
+    env.kill(service);
+    env.start_again(service).await;
+    wait_converged(
+        &env,
+        &expected,
+        &format!("convergence after {service:?} was killed while deleting"),
+    )
+    .await;
+
     // And it stays converged: nothing is re-created, duplicated or removed afterwards.
     let snapshot = expected.clone();
     let env_ref = &env;
