@@ -280,6 +280,12 @@ async fn label_selector_affinity_follows_cluster_label_changes() {
                 .is_some()
         );
     }
+    // member1's Work is gone with it; member3 has one.
+    eventually("the lbl Work of member1 to be gone", TIMEOUT, || async {
+        works_of(&cp, "member1", "lbl-deployment").await.is_empty()
+    })
+    .await;
+    assert_eq!(works_of(&cp, "member3", "lbl-deployment").await.len(), 1);
 }
 
 #[tokio::test]
@@ -614,6 +620,32 @@ async fn conflict_resolution_abort_vs_overwrite_on_existing_member_object() {
                 .labels
                 .unwrap_or_default()
                 .contains_key("karmada.io/managed")
+    })
+    .await;
+
+    // Switching the policy to Overwrite reaches the binding and its Work: now it is taken over.
+    fixtures::apply(&cp, &resolution("abort", "Overwrite")).await;
+    wait_member_deployment(
+        &member1,
+        "default",
+        "abort",
+        "abort taken over after the switch",
+        |d| {
+            image_of(d).as_deref() == Some("nginx:1.25")
+                && d.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("karmada.io/managed"))
+                    .map(String::as_str)
+                    == Some("true")
+        },
+    )
+    .await;
+    eventually("the abort Work in member1 to be applied", TIMEOUT, || async {
+        works_of(&cp, "member1", "abort-deployment")
+            .await
+            .iter()
+            .any(|w| fixtures::condition(w, "Applied").is_some_and(|c| c["status"] == "True"))
     })
     .await;
 }
