@@ -267,6 +267,38 @@ async fn killed_mid_propagation_converges(service: Service) {
     )
     .await;
 
+    // Killed while a roll-out of every remaining template is flowing through the pipeline: the
+    // kill lands after the first updated Deployment reached member1, before the last one.
+    let rollout: Vec<String> = expected.keys().cloned().collect();
+    let writer = {
+        let cp = cp.clone();
+        let rollout = rollout.clone();
+        tokio::spawn(async move {
+            for name in &rollout {
+                fixtures::apply(&cp, &batch_deployment(name, "nginx:1.29")).await;
+            }
+        })
+    };
+    eventually("the roll-out to start reaching member1", TIMEOUT, || async {
+        member_images(&member1)
+            .await
+            .values()
+            .any(|image| image == "nginx:1.29")
+    })
+    .await;
+    env.kill(service);
+    writer.await.unwrap();
+    for name in &rollout {
+        expected.insert(name.clone(), "nginx:1.29".to_owned());
+    }
+    env.start_again(service).await;
+    wait_converged(
+        &env,
+        &expected,
+        &format!("convergence after {service:?} was killed during a roll-out"),
+    )
+    .await;
+
     // And it stays converged: nothing is re-created, duplicated or removed afterwards.
     let snapshot = expected.clone();
     let env_ref = &env;
