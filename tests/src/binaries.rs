@@ -47,6 +47,16 @@ pub fn binary(name: &str) -> PathBuf {
         command
             .current_dir(workspace_root())
             .args(["build", "--bins", "--quiet"]);
+        // `cargo test` gives the test process the package's own variables
+        // (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...). Some build scripts (ring's) track them, so
+        // passing them on would make this build differ from a shell's `cargo build` and from
+        // other packages' test processes: every switch rebuilt ring, rustls, kube and every
+        // flotilla crate (minutes on CI).
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(is_package_variable) {
+                command.env_remove(&key);
+            }
+        }
         if release {
             command.arg("--release");
         }
@@ -66,4 +76,48 @@ pub fn binary(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Whether `name` is one of the variables cargo sets for a package's build, test or run (as
+/// opposed to configuration such as `CARGO_HOME` or `CARGO_TARGET_DIR`).
+fn is_package_variable(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+    ];
+    EXACT.contains(&name) || name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_BIN_EXE_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_package_variable;
+
+    #[test]
+    fn package_variables_are_told_apart_from_configuration() {
+        for name in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_EXE_flotilla",
+            "CARGO_TARGET_TMPDIR",
+        ] {
+            assert!(is_package_variable(name), "{name}");
+        }
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+        ] {
+            assert!(!is_package_variable(name), "{name}");
+        }
+    }
 }
