@@ -144,7 +144,7 @@ async fn wait_core(members: &[Client], kind: &str, name: &str, want: &[usize]) {
 async fn stays_placed(members: &[Client], kind: &str, namespace: &str, name: &str, want: &[usize]) {
     stays(
         &format!("{kind} {namespace}/{name} only on members {want:?}"),
-        Duration::from_secs(3),
+        Duration::from_secs(2),
         || async { holders(members, "v1", kind, Some(namespace), name).await == want },
     )
     .await;
@@ -748,7 +748,7 @@ async fn feature_gate_off_attaches_nothing() {
     wait_placed(&members, "apps/v1", "Deployment", Some("default"), "web", &[1]).await;
     stays(
         "no attached binding and no ConfigMap on any member",
-        Duration::from_secs(3),
+        Duration::from_secs(2),
         || async {
             binding(&cp, "default", "cfg-configmap").await.is_none()
                 && holders(&members, "v1", "ConfigMap", Some("default"), "cfg")
@@ -885,7 +885,7 @@ async fn killing_the_distributor_midway_converges() {
     env.restart(Service::DependencyDistributor).await;
     stays(
         "the attached binding's spec is not rewritten after a restart",
-        Duration::from_secs(3),
+        Duration::from_secs(2),
         || async {
             binding(&cp, "default", "token-secret")
                 .await
