@@ -93,3 +93,31 @@ pub fn binary(name: &str) -> PathBuf {
     );
     path
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_package_variable;
+
+    #[test]
+    fn package_variables_are_told_apart_from_configuration() {
+        for name in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_EXE_flotilla",
+            "CARGO_TARGET_TMPDIR",
+        ] {
+            assert!(is_package_variable(name), "{name}");
+        }
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+        ] {
+            assert!(!is_package_variable(name), "{name}");
+        }
+    }
+}

@@ -30,6 +30,7 @@ mod string_enum;
 pub mod cluster;
 pub mod conditions;
 pub mod crds;
+pub mod fingerprint;
 pub mod policy;
 pub mod validation;
 pub mod well_known;

@@ -30,13 +30,13 @@
 //!
 //! Modules: [`binding`] (what is read from bindings), [`plan`] (pure decisions), [`index`] (who
 //! references what), [`controller`] (reconcilers), [`watch`] (watches, workers, resync),
-//! [`grpc`] (`SyncDependencies`), [`rules`], [`feature_gates`], [`fingerprint`], [`kinds`],
+//! [`grpc`] (`SyncDependencies`), [`rules`], [`feature_gates`], [`fingerprint`] (shared with the detector), [`kinds`],
 //! [`queue`], [`metrics`].
 
 pub mod binding;
 pub mod controller;
 pub mod feature_gates;
-pub mod fingerprint;
+pub use flotilla_api::fingerprint;
 pub mod grpc;
 pub mod index;
 pub mod kinds;

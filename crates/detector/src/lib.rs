@@ -12,7 +12,7 @@
 //! | [`keys`] | kinds, template and policy keys, binding names |
 //! | [`matching`] | selector matching, priorities, preemption, the claim decision (Karmada semantics, with source locations) |
 //! | [`claim`] | claim labels and annotations |
-//! | [`fingerprint`] | the template fingerprint ("the template changed") |
+//! | [`fingerprint`] | the template fingerprint ("the template changed"), re-exported from `flotilla-api` |
 //! | [`binding`] | the binding's desired spec and the merge patches of the detector's own fields |
 //! | [`lazy`] | the lazy activation decision |
 //! | [`plan`] | one template reconcile as a pure function |
@@ -55,7 +55,7 @@ pub mod binding;
 pub mod claim;
 pub mod controller;
 pub mod events;
-pub mod fingerprint;
+pub use flotilla_api::fingerprint;
 pub mod keys;
 pub mod lazy;
 pub mod matching;

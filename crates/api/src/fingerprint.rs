@@ -1,4 +1,6 @@
-//! The template fingerprint: what "the template changed" means for lazy activation.
+//! The template fingerprint: what "the template changed" means. One implementation for every
+//! service: the detector compares it for lazy activation, the dependency distributor moves an
+//! attached binding's `spec.resource.resourceVersion` only when its object's fingerprint moves.
 //!
 //! Contract (`docs/architecture.md`, "Resource templates"): SHA-256, first 16 hex digits, of the
 //! template's canonical JSON without `status`, `metadata.managedFields`,
@@ -13,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use flotilla_api::well_known::is_system_metadata_key;
+use crate::well_known::is_system_metadata_key;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -302,5 +304,12 @@ mod tests {
         let labels_not_map2 = json!({"metadata": {"labels": "y"}});
         assert_ne!(fingerprint(&labels_not_map), fingerprint(&labels_not_map2));
         assert_eq!(fingerprint(&json!(null)).len(), 16);
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let a = json!({"data": {"k": "a\",\"b"}});
+        let b = json!({"data": {"k": "a", "b": ""}});
+        assert_ne!(fingerprint(&a), fingerprint(&b));
     }
 }
