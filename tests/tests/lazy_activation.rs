@@ -73,8 +73,13 @@ fn cpp(name: &str, cluster: &str, lazy: bool) -> String {
     )
 }
 
+/// An installation with two members (every scenario needs two; fewer processes on CI).
 async fn start() -> (Env, Client) {
-    let env = Env::start(EnvOptions::default()).await;
+    let env = Env::start(EnvOptions {
+        members: 2,
+        ..Default::default()
+    })
+    .await;
     let cp = env.control_plane_client().await;
     (env, cp)
 }
@@ -655,7 +660,7 @@ async fn lazy_edit_then(env: &mut Env, cp: &Client, restart: &[Service]) {
         env.kill(*service);
     }
     // A second edit while they are down.
-    fixtures::apply(cp, &pp("pp", "member3", true)).await;
+    fixtures::apply(cp, &pp("pp", "member1, member2", true)).await;
     for service in restart {
         env.start_again(*service).await;
     }
@@ -663,7 +668,7 @@ async fn lazy_edit_then(env: &mut Env, cp: &Client, restart: &[Service]) {
     deployment_stays_on(env, "nginx", &[1]).await;
 
     touch(cp, "nginx", "1").await;
-    wait_deployment_on(env, "nginx", &[3]).await;
+    wait_deployment_on(env, "nginx", &[1, 2]).await;
 }
 
 /// The detector is killed right after a Lazy policy edit and restarted (a second edit made
@@ -857,4 +862,231 @@ async fn policy_status_in(cp: &Client, namespace: &str, name: &str) -> Value {
     .await
     .unwrap();
     serde_json::to_value(object).unwrap()["status"].clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scale measurement (not run in CI)
+// ---------------------------------------------------------------------------------------------
+
+/// A value of the detector's `/metrics` (0 when absent).
+async fn detector_metric(env: &Env, series: &str) -> f64 {
+    let (_, body) = env
+        .http_get(Service::Detector, "/metrics")
+        .await
+        .unwrap_or_default();
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `name -> (metadata.generation, resourceVersion)` of every ResourceBinding in `default`.
+async fn binding_versions(cp: &Client) -> std::collections::BTreeMap<String, (i64, String)> {
+    let api: Api<flotilla_api::work::ResourceBinding> = Api::namespaced(cp.clone(), NS);
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|b| {
+            let name = b.metadata.name.clone().unwrap_or_default();
+            (
+                name,
+                (
+                    b.metadata.generation.unwrap_or_default(),
+                    b.metadata.resource_version.clone().unwrap_or_default(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// `name -> resourceVersion` of member `i`'s bench ConfigMaps.
+async fn member_configmaps(env: &Env, i: usize) -> std::collections::BTreeMap<String, String> {
+    let api: Api<ConfigMap> = Api::namespaced(env.member_client(i).await, NS);
+    api.list(&kube::api::ListParams::default().labels("bench=lazy"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| {
+            (
+                c.metadata.name.unwrap_or_default(),
+                c.metadata.resource_version.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The closing note's figures: N templates (default 5,000; `FLOTILLA_BENCH_TEMPLATES`) under
+/// one Lazy policy, the whole pipeline. Editing the placement writes no binding spec and no
+/// member object (counted from resourceVersions and generations, and the detector's write
+/// metric); `flotilla activate --max 100` moves exactly 100. Prints the detector's time to
+/// process the edit.
+///
+/// `cargo test -p flotilla-e2e --release --test lazy_activation -- --ignored --nocapture scale`
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "scale measurement; run on demand"]
+async fn scale_lazy_edit_and_activate_100() {
+    use std::time::Instant;
+    let n: usize = std::env::var("FLOTILLA_BENCH_TEMPLATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let long = Duration::from_secs(3600);
+    let (env, cp) = start().await;
+    let bench = |cluster: &str| {
+        policy(
+            "PropagationPolicy",
+            "bench",
+            "[{apiVersion: v1, kind: ConfigMap, labelSelector: {matchLabels: {bench: lazy}}}]",
+            cluster,
+            true,
+            "",
+        )
+    };
+    fixtures::apply(&cp, &bench("member1")).await;
+    let started = Instant::now();
+    let configmaps: Api<ConfigMap> = Api::namespaced(cp.clone(), NS);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        if tasks.len() >= 32 {
+            tasks.join_next().await.unwrap().unwrap();
+        }
+        let configmaps = configmaps.clone();
+        tasks.spawn(async move {
+            let cm: ConfigMap = serde_json::from_value(json!({
+                "metadata": {"name": format!("cm-{i:05}"), "labels": {"bench": "lazy"}},
+                "data": {"index": i.to_string()},
+            }))
+            .unwrap();
+            configmaps.create(&Default::default(), &cm).await.unwrap();
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    eprintln!("created {n} ConfigMaps in {:?}", started.elapsed());
+    wait_until("every ConfigMap on member1", long, || async {
+        (member_configmaps(&env, 1).await.len() == n).then_some(())
+    })
+    .await;
+    eprintln!("{n} ConfigMaps on member1 after {:?}", started.elapsed());
+    wait_until("the policy status to settle", long, || async {
+        let status = policy_status(&cp, "PropagationPolicy", "bench").await;
+        (status["boundTemplates"] == n && status["pendingActivationTemplates"] == 0).then_some(())
+    })
+    .await;
+    let bindings_before = binding_versions(&cp).await;
+    let member1_before = member_configmaps(&env, 1).await;
+    assert_eq!(bindings_before.len(), n);
+    let spec_writes_before =
+        detector_metric(&env, "flotilla_detector_binding_writes_total{write=\"spec\"}").await;
+    let status_writes_before =
+        detector_metric(&env, "flotilla_detector_binding_writes_total{write=\"status\"}").await;
+
+    // The edit.
+    let edited = Instant::now();
+    fixtures::apply(&cp, &bench("member2")).await;
+    wait_until("every binding pending", long, || async {
+        (detector_metric(&env, "flotilla_detector_pending_lazy_bindings").await >= n as f64).then_some(())
+    })
+    .await;
+    let processed = edited.elapsed();
+    wait_until("the policy to count every template pending", long, || async {
+        let status = policy_status(&cp, "PropagationPolicy", "bench").await;
+        (status["pendingActivationTemplates"] == n && status["observedGeneration"] == 2).then_some(())
+    })
+    .await;
+    let counted = edited.elapsed();
+    // Hold a while: nothing may follow.
+    stays("no ConfigMap on member2", HOLD, || async {
+        member_configmaps(&env, 2).await.is_empty()
+    })
+    .await;
+    let bindings_after = binding_versions(&cp).await;
+    let member1_after = member_configmaps(&env, 1).await;
+    let member2_after = member_configmaps(&env, 2).await;
+    let spec_changed = bindings_before
+        .iter()
+        .filter(|(name, (generation, _))| bindings_after.get(*name).map(|a| a.0) != Some(*generation))
+        .count();
+    let rv_changed = bindings_before
+        .iter()
+        .filter(|(name, (_, rv))| bindings_after.get(*name).map(|a| &a.1) != Some(rv))
+        .count();
+    let member_writes = member1_before
+        .iter()
+        .filter(|(name, rv)| member1_after.get(*name) != Some(rv))
+        .count()
+        + member2_after.len();
+    let spec_writes = detector_metric(&env, "flotilla_detector_binding_writes_total{write=\"spec\"}").await
+        - spec_writes_before;
+    let status_writes = detector_metric(&env, "flotilla_detector_binding_writes_total{write=\"status\"}")
+        .await
+        - status_writes_before;
+    eprintln!(
+        "LAZY EDIT over {n} templates: detector processed it in {processed:?} (policy status counted {n} pending after {counted:?}); \
+         binding spec writes: {spec_writes} (metric), bindings whose generation changed: {spec_changed}; \
+         bindings whose resourceVersion changed (PolicyActivated condition): {rv_changed}, detector status writes: {status_writes}; \
+         member writes: {member_writes} (member1 objects changed or gone + member2 objects)"
+    );
+    assert_eq!(spec_changed, 0);
+    assert_eq!(spec_writes, 0.0);
+    assert_eq!(member_writes, 0);
+
+    // Activate 100.
+    let activating = Instant::now();
+    let out = flotilla(
+        &env,
+        &[
+            "activate",
+            "configmaps",
+            "-l",
+            "bench=lazy",
+            "-n",
+            NS,
+            "--max",
+            "100",
+            "--wait",
+            "--timeout",
+            "600",
+        ],
+    );
+    let activated_in = activating.elapsed();
+    assert!(
+        out.lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with("100 activated, 0 already current"),
+        "{}",
+        out.lines().last().unwrap_or_default()
+    );
+    let expected: Vec<String> = (0..100).map(|i| format!("cm-{i:05}")).collect();
+    wait_until("the 100 on member2 and gone from member1", long, || async {
+        let m2 = member_configmaps(&env, 2).await;
+        let m1 = member_configmaps(&env, 1).await;
+        (m2.keys().cloned().collect::<Vec<_>>() == expected && m1.len() == n - 100).then_some(())
+    })
+    .await;
+    let moved_in = activating.elapsed();
+    let bindings_final = binding_versions(&cp).await;
+    let refreshed: Vec<&String> = bindings_before
+        .iter()
+        .filter(|(name, (generation, _))| bindings_final.get(*name).map(|a| a.0) != Some(*generation))
+        .map(|(name, _)| name)
+        .collect();
+    let member1_final = member_configmaps(&env, 1).await;
+    let untouched = member1_before
+        .iter()
+        .filter(|(name, rv)| member1_final.get(*name) == Some(rv))
+        .count();
+    eprintln!(
+        "ACTIVATE --max 100: command (with --wait) took {activated_in:?}, members converged after {moved_in:?}; \
+         bindings whose spec changed: {}; member2 objects: {}; member1 objects untouched: {untouched} of {}",
+        refreshed.len(),
+        member_configmaps(&env, 2).await.len(),
+        n - 100
+    );
+    assert_eq!(refreshed.len(), 100);
+    assert_eq!(untouched, n - 100);
 }
