@@ -166,7 +166,7 @@ async fn control_plane_client(args: &ControlPlane) -> anyhow::Result<kube::Clien
         }
         None => kube::Config::from_kubeconfig(&options)
             .await
-            .context("no control-plane kubeconfig; pass --control-plane-kubeconfig")?,
+            .context("no control-plane kubeconfig: set KUBECONFIG or pass --control-plane-kubeconfig (join, unjoin) / --kubeconfig (activate)")?,
     };
     Ok(kube::Client::try_from(config)?)
 }
