@@ -130,11 +130,32 @@ mod tests {
             .flatten()
             .map(|c| c.name.clone())
             .collect();
-        for wanted in ["SCHEDULED", "FULLYAPPLIED", "SUSPENDED", "AGE"] {
+        for wanted in ["SCHEDULED", "FULLYAPPLIED", "ACTIVATED", "SUSPENDED", "AGE"] {
             assert!(
                 columns.iter().any(|c| c == wanted),
                 "{wanted} missing from {columns:?}"
             );
         }
+        // A pending lazy activation shows in plain `kubectl get rb`, not only with `-o wide`.
+        let activated = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .find(|c| c.name == "ACTIVATED");
+        assert_eq!(activated.and_then(|c| c.priority), None);
+    }
+
+    #[test]
+    fn policy_printer_columns_count_pending_activations() {
+        let crd = PropagationPolicy::crd();
+        let pending = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .find(|c| c.name == "PENDING");
+        assert_eq!(
+            pending.map(|c| c.json_path.as_str()),
+            Some(".status.pendingActivationTemplates")
+        );
     }
 }

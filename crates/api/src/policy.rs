@@ -46,6 +46,11 @@ pub const VERSION: &str = "v1alpha1";
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Valid\")].status"
     ),
+    printcolumn(
+        name = "PENDING",
+        type_ = "integer",
+        json_path = ".status.pendingActivationTemplates"
+    ),
     printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -171,6 +176,11 @@ impl PropagationSpec {
         name = "VALID",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
+    printcolumn(
+        name = "PENDING",
+        type_ = "integer",
+        json_path = ".status.pendingActivationTemplates"
     ),
     printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]

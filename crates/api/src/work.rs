@@ -50,7 +50,12 @@ pub const WORK_VERSION: &str = "v1alpha1";
     printcolumn(
         name = "ACTIVATED",
         type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"PolicyActivated\")].status",
+        json_path = ".status.conditions[?(@.type==\"PolicyActivated\")].status"
+    ),
+    printcolumn(
+        name = "ACTIVATION-REASON",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"PolicyActivated\")].reason",
         priority = 1
     ),
     printcolumn(
@@ -172,7 +177,12 @@ impl ResourceBindingSpec {
     printcolumn(
         name = "ACTIVATED",
         type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"PolicyActivated\")].status",
+        json_path = ".status.conditions[?(@.type==\"PolicyActivated\")].status"
+    ),
+    printcolumn(
+        name = "ACTIVATION-REASON",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"PolicyActivated\")].reason",
         priority = 1
     ),
     printcolumn(

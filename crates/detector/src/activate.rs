@@ -56,6 +56,37 @@ pub struct Activation {
     pub already_active: bool,
 }
 
+/// Where a claimed template stands with respect to its policy's current generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationState {
+    /// The binding reflects the current generation: nothing to activate.
+    Current,
+    /// `flotilla.io/activate` already names the current generation; the detector has not
+    /// refreshed the binding yet.
+    Requested,
+    /// The binding (or its absence) reflects an older generation or another policy: a change
+    /// is pending.
+    Pending,
+}
+
+/// Classifies a claimed template: `generation` is its policy's current `<uid>/<generation>`,
+/// `binding_generation` its binding's `flotilla.io/policy-generation` (`None` without a
+/// binding), `requested` its `flotilla.io/activate`. The same "pending" as the policy's
+/// `status.pendingActivationTemplates`.
+pub fn activation_state(
+    generation: &str,
+    binding_generation: Option<&str>,
+    requested: Option<&str>,
+) -> ActivationState {
+    if binding_generation == Some(generation) {
+        ActivationState::Current
+    } else if requested == Some(generation) {
+        ActivationState::Requested
+    } else {
+        ActivationState::Pending
+    }
+}
+
 /// Why a template could not be activated.
 #[derive(Debug, thiserror::Error)]
 pub enum ActivateError {
@@ -174,4 +205,30 @@ pub async fn activate(client: &Client, template: &TemplateRef) -> Result<Activat
         generation,
         already_active: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states() {
+        use ActivationState::*;
+        let g = "uid-p/3";
+        assert_eq!(activation_state(g, Some(g), None), Current);
+        // The binding wins over a leftover or stale request.
+        assert_eq!(activation_state(g, Some(g), Some("uid-p/2")), Current);
+        assert_eq!(activation_state(g, Some(g), Some(g)), Current);
+        assert_eq!(activation_state(g, Some("uid-p/2"), Some(g)), Requested);
+        assert_eq!(activation_state(g, None, Some(g)), Requested);
+        for binding in [None, Some("uid-p/2"), Some("uid-q/3")] {
+            for requested in [None, Some("uid-p/2"), Some("uid-q/3"), Some("garbage")] {
+                assert_eq!(
+                    activation_state(g, binding, requested),
+                    Pending,
+                    "{binding:?} {requested:?}"
+                );
+            }
+        }
+    }
 }

@@ -67,7 +67,7 @@ pub mod queue;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use activate::{ActivateError, Activation, TemplateRef, activate};
+pub use activate::{ActivateError, Activation, ActivationState, TemplateRef, activate, activation_state};
 pub use controller::{ControllerOptions, Detector};
 
 /// Everything the detector process needs.

@@ -7,8 +7,10 @@
 //!   and building the binaries), [`ports`] (loopback ports kept across restarts),
 //!   [`supervisor`] (child processes, restarts, ordered stop), [`setup`] (CRDs and member
 //!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
-//!   server), [`probe`] (readiness) and [`demo`] (`--demo`).
+//!   server), [`probe`] (readiness) and [`demo`] (`--demo`);
+//! - [`activate`]: roll a pending Lazy policy change out to chosen templates (`flotilla activate`).
 
+pub mod activate;
 pub mod binaries;
 pub mod demo;
 pub mod join;

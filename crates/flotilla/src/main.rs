@@ -25,6 +25,44 @@ enum Command {
     Unjoin(UnjoinArgs),
     /// Run a control plane, simulated member clusters and every service on this machine.
     Up(UpArgs),
+    /// Roll a pending Lazy policy change out to chosen templates now (without editing them).
+    Activate(ActivateArgs),
+}
+
+#[derive(clap::Args)]
+struct ActivateArgs {
+    /// TYPE/NAME (deployment/nginx) or TYPE (deployments: every template of the type in scope,
+    /// narrowed by -l).
+    #[arg(required = true)]
+    targets: Vec<String>,
+    /// Namespace of the templates (default: the context's namespace, else `default`).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Templates in every namespace.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    all_namespaces: bool,
+    /// Label selector over the templates, e.g. app=web,tier!=db.
+    #[arg(short = 'l', long)]
+    selector: Option<String>,
+    /// Activate at most N templates with a pending change (in namespace/name order); already
+    /// current templates do not count.
+    #[arg(long, value_name = "N")]
+    max: Option<usize>,
+    /// Print what would be activated, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Wait until the detector has refreshed the activated templates' bindings.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    timeout: u64,
+    /// Kubeconfig of the control plane (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Context in that kubeconfig (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -128,7 +166,7 @@ async fn control_plane_client(args: &ControlPlane) -> anyhow::Result<kube::Clien
         }
         None => kube::Config::from_kubeconfig(&options)
             .await
-            .context("no control-plane kubeconfig; pass --control-plane-kubeconfig")?,
+            .context("no control-plane kubeconfig: set KUBECONFIG or pass --control-plane-kubeconfig (join, unjoin) / --kubeconfig (activate)")?,
     };
     Ok(kube::Client::try_from(config)?)
 }
@@ -171,6 +209,24 @@ async fn main() -> anyhow::Result<()> {
                 log_level: args.log_level,
             };
             flotilla::up::up(options, shutdown).await?;
+        }
+        Command::Activate(args) => {
+            let client = control_plane_client(&ControlPlane {
+                kubeconfig: args.kubeconfig,
+                context: args.context,
+            })
+            .await?;
+            let options = flotilla::activate::ActivateOptions {
+                targets: args.targets,
+                namespace: args.namespace,
+                all_namespaces: args.all_namespaces,
+                selector: args.selector,
+                max: args.max,
+                dry_run: args.dry_run,
+                wait: args.wait.then(|| std::time::Duration::from_secs(args.timeout)),
+            };
+            let report = flotilla::activate::run(&client, &options).await?;
+            print!("{}", flotilla::activate::render(&report));
         }
     }
     Ok(())
