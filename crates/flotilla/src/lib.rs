@@ -7,7 +7,8 @@
 //!   and building the binaries), [`ports`] (loopback ports kept across restarts),
 //!   [`supervisor`] (child processes, restarts, ordered stop), [`setup`] (CRDs and member
 //!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
-//!   server), [`probe`] (readiness) and [`demo`] (`--demo`).
+//!   server), [`probe`] (readiness) and [`demo`] (`--demo`);
+//! - [`suspend`]: `flotilla suspend` / `flotilla resume`, editing a policy's dispatch suspension.
 
 pub mod binaries;
 pub mod demo;
@@ -17,4 +18,5 @@ pub mod ports;
 pub mod probe;
 pub mod setup;
 pub mod supervisor;
+pub mod suspend;
 pub mod up;
