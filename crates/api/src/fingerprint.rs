@@ -5,7 +5,9 @@
 //! Contract (`docs/architecture.md`, "Resource templates"): SHA-256, first 16 hex digits, of the
 //! template's canonical JSON without `status`, `metadata.managedFields`,
 //! `metadata.resourceVersion`, `metadata.generation`, and without labels and annotations whose
-//! key prefix is `karmada.io`, `*.karmada.io`, `flotilla.io` or `*.flotilla.io`.
+//! key prefix is `karmada.io`, `*.karmada.io`, `flotilla.io` or `*.flotilla.io` (except
+//! `flotilla.io/apply-once-only`, user content that execution propagates; see
+//! [`is_system_metadata_key`]).
 //!
 //! Canonical JSON here means object keys sorted bytewise at every level and no whitespace, so
 //! the value does not depend on the order an API server wrote the fields in (nor on whether
@@ -279,6 +281,10 @@ mod tests {
         let mut lookalike = base();
         lookalike["metadata"]["labels"]["notkarmada.io/x"] = json!("v");
         changes.push(lookalike);
+        // The per-template apply-once-only mode is user content that execution propagates.
+        let mut apply_once = base();
+        apply_once["metadata"]["annotations"]["flotilla.io/apply-once-only"] = json!("on");
+        changes.push(apply_once);
         for changed in changes {
             assert_ne!(fingerprint(&changed), fp, "{changed}");
         }

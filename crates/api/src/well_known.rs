@@ -121,7 +121,14 @@ pub fn is_reserved_namespace(namespace: &str) -> bool {
 
 /// Whether a label or annotation key belongs to Karmada's or flotilla's own domains. Changes to
 /// such keys are not changes of a template (lazy activation) and are not propagated as content.
+///
+/// [`APPLY_ONCE_ONLY_ANNOTATION`] is the exception: users write it on templates and execution
+/// propagates it in the Work manifest, so changing it is a template change (it must reach the
+/// binding and the Work at once, not at the next unrelated edit).
 pub fn is_system_metadata_key(key: &str) -> bool {
+    if key == APPLY_ONCE_ONLY_ANNOTATION {
+        return false;
+    }
     let Some((prefix, _)) = key.split_once('/') else {
         return false;
     };
@@ -234,6 +241,8 @@ mod tests {
             "example.com/karmada.io",
             "notkarmada.io/x",
             "kubernetes.io/x",
+            // User-authored and propagated as content.
+            APPLY_ONCE_ONLY_ANNOTATION,
         ] {
             assert!(!is_system_metadata_key(key), "{key}");
         }

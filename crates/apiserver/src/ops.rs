@@ -669,10 +669,9 @@ impl Api {
                 old.clone()
             };
             let patched = apply_patch(def, &view, patch, name, scale)?;
-            let pinned = objects::meta_str(&patched, "resourceVersion")
-                .filter(|rv| !rv.is_empty())
-                .map(parse_rv)
-                .transpose()?;
+            // Only a resourceVersion the patch itself sets pins the write: the patched object
+            // inherits the current one's, which must not turn a race into a 409.
+            let pinned = pinned_revision(&view, &patched)?;
             if let Some(rv) = pinned
                 && rv != current.mod_revision
             {
@@ -1879,10 +1878,35 @@ fn patch_error(def: &ResourceDef, name: &str, e: flotilla_patch::PatchError) -> 
     }
 }
 
+/// The resourceVersion a patch pins (sets to something other than what the object it was
+/// applied to already had); `None` when the patch leaves it alone.
+fn pinned_revision(before: &Value, patched: &Value) -> ApiResult<Option<u64>> {
+    let rv = objects::meta_str(patched, "resourceVersion").filter(|rv| !rv.is_empty());
+    if rv.is_none() || rv == objects::meta_str(before, "resourceVersion") {
+        return Ok(None);
+    }
+    rv.map(parse_rv).transpose()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn only_a_resource_version_set_by_the_patch_pins_it() {
+        let before = json!({"metadata": {"name": "web", "resourceVersion": "7"}});
+        // A patch that does not mention resourceVersion inherits the current one: not pinned,
+        // so a write race is retried instead of answered with 409.
+        let untouched = json!({"metadata": {"name": "web", "resourceVersion": "7"}, "spec": {}});
+        assert_eq!(pinned_revision(&before, &untouched).unwrap(), None);
+        let pinned = json!({"metadata": {"name": "web", "resourceVersion": "5"}});
+        assert_eq!(pinned_revision(&before, &pinned).unwrap(), Some(5));
+        let cleared = json!({"metadata": {"name": "web", "resourceVersion": ""}});
+        assert_eq!(pinned_revision(&before, &cleared).unwrap(), None);
+        let garbage = json!({"metadata": {"name": "web", "resourceVersion": "x"}});
+        assert!(pinned_revision(&before, &garbage).is_err());
+    }
 
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {

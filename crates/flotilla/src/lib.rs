@@ -9,6 +9,7 @@
 //!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
 //!   server), [`probe`] (readiness) and [`demo`] (`--demo`);
 //! - [`activate`]: roll a pending Lazy policy change out to chosen templates (`flotilla activate`).
+//! - [`suspend`]: `flotilla suspend` / `flotilla resume`, editing a policy's dispatch suspension.
 
 pub mod activate;
 pub mod binaries;
@@ -19,4 +20,5 @@ pub mod ports;
 pub mod probe;
 pub mod setup;
 pub mod supervisor;
+pub mod suspend;
 pub mod up;

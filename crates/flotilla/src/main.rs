@@ -27,6 +27,10 @@ enum Command {
     Up(UpArgs),
     /// Roll a pending Lazy policy change out to chosen templates now (without editing them).
     Activate(ActivateArgs),
+    /// Suspend dispatching of a (Cluster)PropagationPolicy's templates to all or some clusters.
+    Suspend(SuspendArgs),
+    /// Resume dispatching of a (Cluster)PropagationPolicy's templates to all or some clusters.
+    Resume(SuspendArgs),
 }
 
 #[derive(clap::Args)]
@@ -63,6 +67,48 @@ struct ActivateArgs {
     /// Context in that kubeconfig (default: its current context).
     #[arg(long)]
     context: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct SuspendArgs {
+    /// Name of the PropagationPolicy (or ClusterPropagationPolicy with --cluster-scoped).
+    policy: String,
+    /// Namespace of the PropagationPolicy.
+    #[arg(
+        short = 'n',
+        long,
+        default_value = "default",
+        conflicts_with = "cluster_scoped"
+    )]
+    namespace: String,
+    /// The policy is a ClusterPropagationPolicy.
+    #[arg(long)]
+    cluster_scoped: bool,
+    /// Only these clusters (comma-separated); default: every cluster.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    clusters: Option<Vec<String>>,
+    /// Kubeconfig of the control plane (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Context of the control plane in that kubeconfig (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+}
+
+async fn suspend_command(args: SuspendArgs, action: flotilla::suspend::Action) -> anyhow::Result<()> {
+    let clusters = flotilla::suspend::Clusters::parse(args.clusters.as_deref())?;
+    let policy = flotilla::suspend::PolicyRef {
+        name: args.policy,
+        namespace: (!args.cluster_scoped).then_some(args.namespace),
+    };
+    let client = control_plane_client(&ControlPlane {
+        kubeconfig: args.kubeconfig,
+        context: args.context,
+    })
+    .await?;
+    let report = flotilla::suspend::run(&client, &policy, action, &clusters).await?;
+    println!("{report}");
+    Ok(())
 }
 
 #[derive(clap::Args)]
@@ -228,6 +274,8 @@ async fn main() -> anyhow::Result<()> {
             let report = flotilla::activate::run(&client, &options).await?;
             print!("{}", flotilla::activate::render(&report));
         }
+        Command::Suspend(args) => suspend_command(args, flotilla::suspend::Action::Suspend).await?,
+        Command::Resume(args) => suspend_command(args, flotilla::suspend::Action::Resume).await?,
     }
     Ok(())
 }
