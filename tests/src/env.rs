@@ -101,6 +101,8 @@ pub struct Env {
     pub members: Vec<ApiServer>,
     services: BTreeMap<Service, Process>,
     ports: BTreeMap<Service, Ports>,
+    /// Extra flags per service, also given to replicas started with [`Env::start_replica`].
+    service_args: BTreeMap<Service, Vec<String>>,
     // Last, so it is released after every process above has stopped.
     _slot: Slot,
 }
@@ -189,6 +191,7 @@ impl Env {
             members,
             services: BTreeMap::new(),
             ports,
+            service_args: options.service_args.clone(),
             _slot: slot,
         };
         for service in &options.services {
@@ -232,6 +235,7 @@ impl Env {
         };
         set(&mut args, "--grpc-addr", format!("127.0.0.1:{grpc}"));
         set(&mut args, "--metrics-addr", format!("127.0.0.1:{metrics}"));
+        args.extend(self.service_args.get(&service).cloned().unwrap_or_default());
         let binary = crate::binaries::binary(service.binary());
         let process = Process::start(name, &binary, args, vec![], self.root.path());
         let replica = Replica {

@@ -22,6 +22,7 @@ pub const SERVICE_NAME: &str = "flotilla.v1.DependencyDistributor";
 /// The service; `ctx` is `None` when the `PropagateDeps` feature gate is off.
 pub struct Service {
     ctx: Option<(Arc<Context>, SyncGate)>,
+    leadership: Option<flotilla_runtime::leader::LeaderElection>,
 }
 
 impl Service {
@@ -29,12 +30,23 @@ impl Service {
     pub fn new(ctx: Arc<Context>, gate: SyncGate) -> Self {
         Self {
             ctx: Some((ctx, gate)),
+            leadership: None,
         }
+    }
+
+    /// Serves only while this replica leads; a standby answers `UNAVAILABLE` (the caller
+    /// retries, possibly reaching the leader, whose watches pick the binding up anyway).
+    pub fn with_leadership(mut self, leadership: flotilla_runtime::leader::LeaderElection) -> Self {
+        self.leadership = Some(leadership);
+        self
     }
 
     /// The service of a distributor whose `PropagateDeps` gate is off.
     pub fn disabled() -> Self {
-        Self { ctx: None }
+        Self {
+            ctx: None,
+            leadership: None,
+        }
     }
 }
 
@@ -71,6 +83,14 @@ impl DependencyDistributor for Service {
                 "the PropagateDeps feature gate is off (--feature-gates=PropagateDeps=false): dependencies are not distributed",
             ));
         };
+        if let Some(leadership) = &self.leadership
+            && !leadership.is_leader()
+        {
+            return Err(Status::unavailable(format!(
+                "this dependency-distributor replica is a standby ({:?}); the leader distributes the binding from its watches",
+                leadership.role()
+            )));
+        }
         if !gate.is_open() {
             return Err(Status::unavailable(
                 "the distributor's caches are still syncing; retry",

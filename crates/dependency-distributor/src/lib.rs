@@ -57,6 +57,7 @@ use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_rpc::{ClientOptions, Readiness};
 use flotilla_runtime::KubeArgs;
 use flotilla_runtime::grpc::GrpcListener;
+use flotilla_runtime::leader::LeaderElection;
 use flotilla_telemetry::LogArgs;
 use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
@@ -110,6 +111,10 @@ pub struct Args {
     /// Concurrent reconciles.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    /// Leader election (active/standby on the Lease
+    /// `flotilla-system/flotilla-dependency-distributor`).
+    #[command(flatten)]
+    pub leader_election: flotilla_runtime::leader::LeaderElectArgs,
 }
 
 /// Why the service could not start or failed.
@@ -124,6 +129,21 @@ pub enum ServiceError {
     /// The scheduler address is invalid.
     #[error("--scheduler-addr: {0}")]
     Scheduler(#[from] flotilla_rpc::client::ClientError),
+    /// The leader-election flags are inconsistent.
+    #[error("{0}")]
+    LeaderElection(String),
+}
+
+/// Reports the work queue's depth and oldest wait every two seconds.
+async fn report_queue(queue: WorkQueue<Key>, shutdown: flotilla_runtime::Shutdown) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        flotilla_telemetry::metrics::report_queue(NAME, "bindings", queue.len(), queue.oldest_wait());
+    }
 }
 
 /// Runs the distributor until SIGTERM or SIGINT.
@@ -149,6 +169,27 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
     }
 
     let client = flotilla_runtime::kube_client(&args.kube).await?;
+    let leadership = if args.leader_election.leader_elect {
+        let timings = args
+            .leader_election
+            .timings()
+            .map_err(ServiceError::LeaderElection)?;
+        let identity = flotilla_runtime::lease::identity(listener.address().port());
+        let election = LeaderElection::start(
+            client.clone(),
+            &args.leader_election.leader_elect_namespace,
+            NAME,
+            &identity,
+            NAME,
+            timings,
+            Some(readiness.clone()),
+        );
+        // A leader that loses the Lease exits and comes back as a standby.
+        election.exit_on_loss();
+        election
+    } else {
+        LeaderElection::always_leader(NAME)
+    };
     let scheduler = SchedulerClient::new(flotilla_rpc::connect(
         &args.scheduler_addr,
         &ClientOptions::default(),
@@ -240,26 +281,36 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         let workers = args.workers.max(1);
         let resync = Duration::from_secs(args.resync_seconds.max(1));
         let shutdown = shutdown.clone();
+        let leadership = leadership.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = gate.opened() => {}
             }
-            info!(workers, "caches synced; distributing dependencies");
             ctx.readiness.set(CHECK_SYNCED, true, "caches synced");
+            // A standby keeps its caches warm and writes nothing until it leads.
+            let leading = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                leading = leadership.wait_leader() => leading,
+            };
+            if !leading {
+                return;
+            }
+            info!(workers, "caches synced and leading; distributing dependencies");
             for _ in 0..workers {
                 tokio::spawn(watch::worker(ctx.clone()));
             }
-            tokio::spawn(watch::resync(ctx.clone(), resync, shutdown));
+            tokio::spawn(watch::resync(ctx.clone(), resync, shutdown.clone()));
+            tokio::spawn(report_queue(ctx.queue.clone(), shutdown));
         });
     }
 
-    let routes = Routes::new(DependencyDistributorServer::new(grpc::Service::new(
-        ctx.clone(),
-        gate,
-    )));
+    let routes = Routes::new(DependencyDistributorServer::new(
+        grpc::Service::new(ctx.clone(), gate).with_leadership(leadership.clone()),
+    ));
     listener.serve(routes, readiness, shutdown).await?;
     queue.shutdown();
+    leadership.release().await;
     info!("stopped");
     Ok(())
 }

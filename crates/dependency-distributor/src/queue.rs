@@ -12,6 +12,8 @@ use tokio::sync::Notify;
 #[derive(Debug)]
 struct State<K> {
     waiting: VecDeque<K>,
+    /// When each key in `waiting` was queued, in the same order (the front is the oldest).
+    since: VecDeque<std::time::Instant>,
     queued: HashSet<K>,
     processing: HashSet<K>,
     dirty: HashSet<K>,
@@ -46,6 +48,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         Self {
             state: Arc::new(Mutex::new(State {
                 waiting: VecDeque::new(),
+                since: VecDeque::new(),
                 queued: HashSet::new(),
                 processing: HashSet::new(),
                 dirty: HashSet::new(),
@@ -74,6 +77,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
         if state.queued.insert(key.clone()) {
             state.waiting.push_back(key);
+            state.since.push_back(std::time::Instant::now());
             drop(state);
             self.notify.notify_one();
         }
@@ -98,6 +102,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     return None;
                 }
                 if let Some(key) = state.waiting.pop_front() {
+                    state.since.pop_front();
                     state.queued.remove(&key);
                     state.processing.insert(key.clone());
                     // Wake another worker if more keys wait.
@@ -143,6 +148,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// How many keys wait.
     pub fn len(&self) -> usize {
         self.lock().waiting.len()
+    }
+
+    /// How long the oldest waiting key has waited (zero when none waits).
+    pub fn oldest_wait(&self) -> std::time::Duration {
+        self.lock()
+            .since
+            .front()
+            .map(|at| at.elapsed())
+            .unwrap_or_default()
     }
 
     /// Whether no key waits.

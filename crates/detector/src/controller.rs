@@ -65,6 +65,9 @@ pub struct ControllerOptions {
     pub resync: Duration,
     /// The longest wait between attempts to watch a kind that is not served (yet).
     pub kind_retry_max: Duration,
+    /// Leader election: workers start only once this replica leads (`None`: always leads). A
+    /// standby keeps its caches warm and writes nothing.
+    pub leadership: Option<flotilla_runtime::leader::LeaderElection>,
 }
 
 impl Default for ControllerOptions {
@@ -74,6 +77,7 @@ impl Default for ControllerOptions {
             workers: 8,
             resync: Duration::from_secs(600),
             kind_retry_max: Duration::from_secs(10),
+            leadership: None,
         }
     }
 }
@@ -590,10 +594,22 @@ impl Detector {
         }
     }
 
+    /// Waits until the caches are synced and this replica leads; `false` when it never will
+    /// (leadership lost: the process is exiting).
+    async fn wait_active(&self) -> bool {
+        self.wait_synced().await;
+        match &self.options.leadership {
+            Some(leadership) => leadership.wait_leader().await,
+            None => true,
+        }
+    }
+
     async fn template_worker(self: Arc<Self>) {
         // Deciding claims before every policy and binding is known would release claims of
         // policies not yet seen.
-        self.wait_synced().await;
+        if !self.wait_active().await {
+            return;
+        }
         loop {
             let key = self.templates.next().await;
             metrics().queue_depth("template", self.templates.len());
@@ -625,7 +641,9 @@ impl Detector {
     }
 
     async fn policy_worker(self: Arc<Self>) {
-        self.wait_synced().await;
+        if !self.wait_active().await {
+            return;
+        }
         loop {
             let key = self.policies.next().await;
             metrics().queue_depth("policy", self.policies.len());
@@ -658,7 +676,9 @@ impl Detector {
 
     /// Periodic upkeep: policy status counts (debounced), the pending-lazy gauge, resyncs.
     async fn upkeep(self: Arc<Self>) {
-        self.wait_synced().await;
+        if !self.wait_active().await {
+            return;
+        }
         let mut last_resync = Instant::now();
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -686,6 +706,18 @@ impl Detector {
             }
             metrics().queue_depth("template", self.templates.len());
             metrics().queue_depth("policy", self.policies.len());
+            flotilla_telemetry::metrics::report_queue(
+                "flotilla-detector",
+                "template",
+                self.templates.len(),
+                self.templates.oldest_wait(),
+            );
+            flotilla_telemetry::metrics::report_queue(
+                "flotilla-detector",
+                "policy",
+                self.policies.len(),
+                self.policies.oldest_wait(),
+            );
             if last_resync.elapsed() >= self.options.resync {
                 last_resync = Instant::now();
                 self.queue_all_templates();

@@ -79,7 +79,12 @@ pub struct Config {
     pub metrics_addr: SocketAddr,
     /// Controller tunables (scheduler address, workers, resync).
     pub controller: ControllerOptions,
+    /// Leader election (active/standby on the Lease `flotilla-system/flotilla-detector`).
+    pub leader_election: flotilla_runtime::leader::LeaderElectArgs,
 }
+
+/// The name of the detector's leader Lease (and its `service` metric label).
+pub const LEASE_NAME: &str = "flotilla-detector";
 
 /// Errors starting the detector.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +95,9 @@ pub enum DetectorError {
     /// The scheduler address is invalid.
     #[error("--scheduler-addr: {0}")]
     Scheduler(#[from] flotilla_rpc::client::ClientError),
+    /// The leader-election flags are inconsistent.
+    #[error("{0}")]
+    LeaderElection(String),
 }
 
 /// Runs the detector until `shutdown`: the ops endpoint, the gRPC health service, and the
@@ -104,9 +112,34 @@ pub async fn run(
     let grpc = flotilla_runtime::grpc::GrpcListener::bind(config.grpc_addr).await?;
     tracing::info!(metrics = %ops, grpc = %grpc.address(), "flotilla-detector starting");
     metrics::metrics();
-    let (detector, writers) = Detector::new(client, config.controller, readiness.clone())?;
+    let leadership = if config.leader_election.leader_elect {
+        let timings = config
+            .leader_election
+            .timings()
+            .map_err(DetectorError::LeaderElection)?;
+        let identity = flotilla_runtime::lease::identity(grpc.address().port());
+        let election = flotilla_runtime::leader::LeaderElection::start(
+            client.clone(),
+            &config.leader_election.leader_elect_namespace,
+            LEASE_NAME,
+            &identity,
+            LEASE_NAME,
+            timings,
+            Some(readiness.clone()),
+        );
+        // A leader that loses the Lease exits and comes back as a standby.
+        election.exit_on_loss();
+        election
+    } else {
+        flotilla_runtime::leader::LeaderElection::always_leader(LEASE_NAME)
+    };
+    let mut controller = config.controller;
+    controller.leadership = Some(leadership.clone());
+    let (detector, writers) = Detector::new(client, controller, readiness.clone())?;
     let server = tokio::spawn(grpc.serve(tonic::service::Routes::default(), readiness, shutdown.clone()));
     detector.run(writers, shutdown.clone()).await;
+    // The workers are stopped: hand the Lease over at once.
+    leadership.release().await;
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(result)) => result?,
         Ok(Err(join)) => tracing::warn!(error = %join, "gRPC server task failed"),

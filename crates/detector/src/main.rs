@@ -32,6 +32,8 @@ struct Args {
     #[arg(long, default_value_t = 600)]
     resync_seconds: u64,
     #[command(flatten)]
+    leader_election: flotilla_runtime::leader::LeaderElectArgs,
+    #[command(flatten)]
     log: LogArgs,
 }
 
@@ -51,6 +53,7 @@ async fn main() -> anyhow::Result<()> {
             resync: Duration::from_secs(args.resync_seconds.max(1)),
             ..ControllerOptions::default()
         },
+        leader_election: args.leader_election,
     };
     flotilla_detector::run(client, config, flotilla_runtime::shutdown_token()).await?;
     Ok(())

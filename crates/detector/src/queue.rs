@@ -11,6 +11,8 @@ use tokio::sync::Notify;
 
 struct State<K> {
     order: VecDeque<K>,
+    /// When each key in `order` was queued, in the same order (the front is the oldest).
+    since: VecDeque<std::time::Instant>,
     queued: HashSet<K>,
     active: HashSet<K>,
     dirty: HashSet<K>,
@@ -44,6 +46,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         Self {
             state: Arc::new(Mutex::new(State {
                 order: VecDeque::new(),
+                since: VecDeque::new(),
                 queued: HashSet::new(),
                 active: HashSet::new(),
                 dirty: HashSet::new(),
@@ -66,6 +69,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         }
         if state.queued.insert(key.clone()) {
             state.order.push_back(key);
+            state.since.push_back(std::time::Instant::now());
             drop(state);
             self.notify.notify_one();
         }
@@ -87,6 +91,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             {
                 let mut state = self.lock();
                 if let Some(key) = state.order.pop_front() {
+                    state.since.pop_front();
                     state.queued.remove(&key);
                     state.active.insert(key.clone());
                     let more = !state.order.is_empty();
@@ -127,6 +132,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// Keys waiting (not counting those being processed).
     pub fn len(&self) -> usize {
         self.lock().order.len()
+    }
+
+    /// How long the oldest waiting key has waited (zero when none waits).
+    pub fn oldest_wait(&self) -> std::time::Duration {
+        self.lock()
+            .since
+            .front()
+            .map(|at| at.elapsed())
+            .unwrap_or_default()
     }
 
     /// Whether no key is waiting.

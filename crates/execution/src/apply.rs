@@ -53,6 +53,12 @@ pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
             name = member.queue.next() => name,
         };
         let Some(name) = name else { return };
+        if !ctx.owns(&crate::context::cluster_shard(&member.name)) {
+            // Another replica owns the cluster; a membership change queues everything again.
+            member.queue.forget(&name);
+            member.queue.done(&name);
+            continue;
+        }
         let started = Instant::now();
         let result = reconcile_work(&ctx, &member, &name).await;
         metrics().reconciled("work", result.is_ok(), started.elapsed());

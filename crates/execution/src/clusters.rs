@@ -317,7 +317,13 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
 pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
     let mut was_ready: Option<bool> = None;
     loop {
-        let ready = probe_once(&ctx, &member).await;
+        // Only the cluster's owner probes it and writes its status.
+        let ready = if ctx.owns(&crate::context::cluster_shard(&member.name)) {
+            probe_once(&ctx, &member).await
+        } else {
+            was_ready = None;
+            None
+        };
         if ready == Some(true) && was_ready != Some(true) {
             enqueue_cluster_works(&ctx, &member);
         }

@@ -63,6 +63,25 @@ impl std::fmt::Display for BindingKey {
     }
 }
 
+/// The shard key of member cluster `name`: its owner applies its Works, writes their status
+/// and the Cluster's status.
+pub fn cluster_shard(name: &str) -> String {
+    format!("cluster/{name}")
+}
+
+/// The shard key of a binding: its owner writes its Works, finalizer and status.
+pub fn binding_shard(key: &BindingKey) -> String {
+    match key.kind {
+        BindingKind::ResourceBinding => format!("binding/{}/{}", key.namespace, key.name),
+        BindingKind::ClusterResourceBinding => format!("clusterbinding/{}", key.name),
+    }
+}
+
+/// The shard key of a control-plane namespace: its owner writes the namespace's Works.
+pub fn namespace_shard(name: &str) -> String {
+    format!("namespace/{name}")
+}
+
 /// The watch caches of the control plane.
 #[derive(Clone)]
 pub struct Stores {
@@ -102,6 +121,8 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// `true` once every watch cache has its initial list.
     synced: tokio::sync::watch::Sender<bool>,
+    /// Which clusters, bindings and namespaces this replica owns (unset: all of them).
+    membership: std::sync::OnceLock<flotilla_runtime::membership::Membership>,
 }
 
 impl Context {
@@ -126,7 +147,24 @@ impl Context {
             recorder,
             shutdown,
             synced: tokio::sync::watch::Sender::new(false),
+            membership: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Shards this replica's work by `membership` (once; later calls are ignored).
+    pub fn set_membership(&self, membership: flotilla_runtime::membership::Membership) {
+        let _ = self.membership.set(membership);
+    }
+
+    /// The membership, if this replica shards its work.
+    pub fn membership(&self) -> Option<&flotilla_runtime::membership::Membership> {
+        self.membership.get()
+    }
+
+    /// Whether this replica owns the shard `key` ([`cluster_shard`], [`binding_shard`],
+    /// [`namespace_shard`]) and may act on it now.
+    pub fn owns(&self, key: &str) -> bool {
+        self.membership.get().is_none_or(|m| m.owns(key))
     }
 
     /// Marks the caches synced, waking every [`Context::wait_synced`].

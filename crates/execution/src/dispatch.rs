@@ -39,6 +39,8 @@ pub struct DispatchOutcome {
     pub works: Vec<String>,
     /// Clusters dispatching to which is suspended.
     pub suspended_clusters: Vec<String>,
+    /// Another replica owns the binding (sharding): nothing was read or written.
+    pub not_owner: bool,
 }
 
 /// A ResourceBinding or ClusterResourceBinding, read uniformly.
@@ -121,6 +123,13 @@ pub async fn reconcile_binding(
         outcome = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
+    if !ctx.owns(&crate::context::binding_shard(key)) {
+        span.record("outcome", "not-owner");
+        return Ok(DispatchOutcome {
+            not_owner: true,
+            ..Default::default()
+        });
+    }
     let started = Instant::now();
     let result = async {
         let _guard = ctx.binding_locks.lock(key).await;

@@ -9,6 +9,7 @@
 //! | `flotilla_execution_queue_depth` | `queue` | keys waiting (`bindings`, `namespaces`, `cluster/<name>`) |
 //! | `flotilla_execution_reconcile_total` | `controller`, `result` | reconciles by controller (`binding`, `work`, `namespace`) and result |
 //! | `flotilla_execution_reconcile_duration_seconds` | `controller` | reconcile latency |
+//! | `flotilla_execution_owned_clusters` | | member clusters this replica owns (sharding) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -68,6 +69,7 @@ pub struct Metrics {
     queue_depth: Family<QueueLabels, Gauge>,
     reconciles: Family<ReconcileLabels, Counter>,
     reconcile_duration: HistogramFamily<ControllerLabels>,
+    owned_clusters: Gauge,
 }
 
 /// The process-wide metrics, registered on first use.
@@ -81,7 +83,13 @@ pub fn metrics() -> &'static Metrics {
             queue_depth: Family::default(),
             reconciles: Family::default(),
             reconcile_duration: HistogramFamily::new_with_constructor(latency_histogram),
+            owned_clusters: Gauge::default(),
         };
+        register(
+            "execution_owned_clusters",
+            "Member clusters this replica owns (applies to) under sharding",
+            metrics.owned_clusters.clone(),
+        );
         register(
             "execution_member_apply_duration_seconds",
             "Latency of applying one manifest to a member cluster, by cluster and outcome",
@@ -144,6 +152,11 @@ impl Metrics {
                 cluster: cluster.to_owned(),
             })
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the number of member clusters this replica owns.
+    pub fn set_owned_clusters(&self, count: usize) {
+        self.owned_clusters.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Sets the depth of `queue`.

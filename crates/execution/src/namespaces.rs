@@ -98,6 +98,9 @@ pub fn desired_namespace_works(
 
 /// Makes namespace `name`'s Works match the registered clusters.
 pub async fn reconcile_namespace(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError> {
+    if !ctx.owns(&crate::context::namespace_shard(name)) {
+        return Ok(());
+    }
     let started = Instant::now();
     let result = reconcile(ctx, name).await;
     metrics().reconciled("namespace", result.is_ok(), started.elapsed());

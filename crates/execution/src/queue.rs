@@ -11,6 +11,8 @@ use tokio::sync::Notify;
 
 struct State<K> {
     queue: VecDeque<K>,
+    /// When each key in `queue` was queued, in the same order (the front is the oldest).
+    since: VecDeque<std::time::Instant>,
     queued: HashSet<K>,
     processing: HashSet<K>,
     dirty: HashSet<K>,
@@ -44,6 +46,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         Self {
             state: Arc::new(Mutex::new(State {
                 queue: VecDeque::new(),
+                since: VecDeque::new(),
                 queued: HashSet::new(),
                 processing: HashSet::new(),
                 dirty: HashSet::new(),
@@ -73,6 +76,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         }
         state.queued.insert(key.clone());
         state.queue.push_back(key);
+        state.since.push_back(std::time::Instant::now());
         drop(state);
         self.notify.notify_one();
     }
@@ -114,6 +118,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
             {
                 let mut state = self.lock();
                 if let Some(key) = state.queue.pop_front() {
+                    state.since.pop_front();
                     state.queued.remove(&key);
                     state.processing.insert(key.clone());
                     let more = !state.queue.is_empty();
@@ -138,6 +143,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         state.processing.remove(key);
         if state.dirty.remove(key) && !state.shut_down && state.queued.insert(key.clone()) {
             state.queue.push_back(key.clone());
+            state.since.push_back(std::time::Instant::now());
             drop(state);
             self.notify.notify_one();
         }
@@ -146,6 +152,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     /// Keys waiting to be processed.
     pub fn len(&self) -> usize {
         self.lock().queue.len()
+    }
+
+    /// How long the oldest waiting key has waited (zero when none waits).
+    pub fn oldest_wait(&self) -> std::time::Duration {
+        self.lock()
+            .since
+            .front()
+            .map(|at| at.elapsed())
+            .unwrap_or_default()
     }
 
     /// Whether no key waits.

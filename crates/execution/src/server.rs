@@ -71,7 +71,9 @@ impl Execution for ExecutionService {
             self.ctx.binding_queue.add_rate_limited(key.clone());
             Status::unavailable(error.to_string())
         })?;
-        let result = if !outcome.found {
+        let result = if outcome.not_owner {
+            Outcome::NotOwner
+        } else if !outcome.found {
             Outcome::NotFound
         } else if !outcome.scheduled {
             Outcome::Unchanged

@@ -11,6 +11,7 @@ use flotilla_api::well_known::cluster_of_execution_namespace;
 use flotilla_proto::v1::execution_server::ExecutionServer;
 use flotilla_rpc::Readiness;
 use flotilla_runtime::KubeArgs;
+use flotilla_runtime::membership::{Membership, MembershipArgs};
 use flotilla_telemetry::LogArgs;
 use kube::ResourceExt;
 
@@ -61,7 +62,14 @@ pub struct Args {
     /// Bindings reconciled concurrently.
     #[arg(long, default_value_t = 2)]
     pub binding_workers: usize,
+    /// Sharding between replicas (Lease membership, rendezvous hashing of clusters, bindings
+    /// and namespaces).
+    #[command(flatten)]
+    pub membership: MembershipArgs,
 }
+
+/// The membership group of execution replicas (Lease name prefix and label value).
+pub const MEMBERSHIP_GROUP: &str = "flotilla-execution";
 
 /// Parses `500ms`, `30s`, `5m`, `1h` or plain seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -108,9 +116,29 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         probe_period: args.cluster_probe_period,
         member_timeout: args.member_timeout,
     };
+    let timings = args.membership.timings().map_err(anyhow::Error::msg)?;
+    let listener = flotilla_runtime::grpc::GrpcListener::bind(args.grpc_addr).await?;
+    let identity = flotilla_runtime::lease::identity(listener.address().port());
+    let membership = if args.membership.sharding {
+        let membership = Membership::start(
+            client.clone(),
+            &args.membership.membership_namespace,
+            MEMBERSHIP_GROUP,
+            &identity,
+            timings,
+            Some(readiness.clone()),
+        );
+        // A replica that cannot renew its membership exits before the others take its keys.
+        membership.exit_on_loss();
+        membership
+    } else {
+        Membership::everything(&identity)
+    };
     let (stores, writers) = watches::stores();
     let ctx = Arc::new(Context::new(client, settings, stores, shutdown.clone()));
+    ctx.set_membership(membership.clone());
     watches::spawn(&ctx, writers);
+    tokio::spawn(run_rebalance(ctx.clone(), membership.clone()));
     for _ in 0..args.binding_workers.max(1) {
         tokio::spawn(run_binding_worker(ctx.clone()));
     }
@@ -129,7 +157,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
 
-    let listener = flotilla_runtime::grpc::GrpcListener::bind(args.grpc_addr).await?;
     let routes = tonic::service::Routes::new(ExecutionServer::new(ExecutionService::new(ctx.clone())));
     listener.serve(routes, readiness, shutdown.clone()).await?;
     shutdown.cancel();
@@ -138,6 +165,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for member in ctx.members.all() {
         member.queue.shut_down();
     }
+    // The workers are stopping: hand this replica's clusters over at once.
+    membership.leave().await;
     tracing::info!("flotilla-execution stopped");
     Ok(())
 }
@@ -184,6 +213,23 @@ async fn run_namespace_worker(ctx: Arc<Context>) {
     }
 }
 
+/// Queues everything again whenever the membership changes: keys this replica gained are
+/// picked up at once (keys it lost are skipped by the workers).
+async fn run_rebalance(ctx: Arc<Context>, membership: Membership) {
+    if !ctx.wait_synced().await {
+        return;
+    }
+    let mut view = membership.subscribe();
+    loop {
+        view.borrow_and_update();
+        queue_everything(&ctx);
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            changed = view.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
 /// Queues every binding, Work and namespace once per resync period: a safety net under the
 /// watches (member drift missed while a watch reconnected, a lost event).
 async fn run_resync(ctx: Arc<Context>) {
@@ -194,32 +240,37 @@ async fn run_resync(ctx: Arc<Context>) {
             _ = ctx.shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        for binding in ctx.stores.bindings.state() {
-            ctx.binding_queue.add(BindingKey {
-                kind: BindingKind::ResourceBinding,
-                namespace: binding.namespace().unwrap_or_default(),
-                name: binding.name_any(),
-            });
+        queue_everything(&ctx);
+    }
+}
+
+/// Queues every binding, Work and namespace.
+fn queue_everything(ctx: &Arc<Context>) {
+    for binding in ctx.stores.bindings.state() {
+        ctx.binding_queue.add(BindingKey {
+            kind: BindingKind::ResourceBinding,
+            namespace: binding.namespace().unwrap_or_default(),
+            name: binding.name_any(),
+        });
+    }
+    for binding in ctx.stores.cluster_bindings.state() {
+        ctx.binding_queue.add(BindingKey {
+            kind: BindingKind::ClusterResourceBinding,
+            namespace: String::new(),
+            name: binding.name_any(),
+        });
+    }
+    for work in ctx.stores.works.state() {
+        if let Some(cluster) = work
+            .namespace()
+            .as_deref()
+            .and_then(cluster_of_execution_namespace)
+        {
+            Members::ensure(ctx, cluster).queue.add(work.name_any());
         }
-        for binding in ctx.stores.cluster_bindings.state() {
-            ctx.binding_queue.add(BindingKey {
-                kind: BindingKind::ClusterResourceBinding,
-                namespace: String::new(),
-                name: binding.name_any(),
-            });
-        }
-        for work in ctx.stores.works.state() {
-            if let Some(cluster) = work
-                .namespace()
-                .as_deref()
-                .and_then(cluster_of_execution_namespace)
-            {
-                Members::ensure(&ctx, cluster).queue.add(work.name_any());
-            }
-        }
-        for namespace in ctx.stores.namespaces.state() {
-            ctx.namespace_queue.add(namespace.name_any());
-        }
+    }
+    for namespace in ctx.stores.namespaces.state() {
+        ctx.namespace_queue.add(namespace.name_any());
     }
 }
 
@@ -240,17 +291,42 @@ async fn run_housekeeping(ctx: Arc<Context>, readiness: Readiness) {
         let metrics = metrics();
         metrics.set_queue_depth("bindings", ctx.binding_queue.len());
         metrics.set_queue_depth("namespaces", ctx.namespace_queue.len());
+        let report = |queue: &str, depth: usize, oldest: Duration| {
+            flotilla_telemetry::metrics::report_queue("flotilla-execution", queue, depth, oldest);
+        };
+        report(
+            "bindings",
+            ctx.binding_queue.len(),
+            ctx.binding_queue.oldest_wait(),
+        );
+        report(
+            "namespaces",
+            ctx.namespace_queue.len(),
+            ctx.namespace_queue.oldest_wait(),
+        );
         let mut suspended: BTreeMap<String, usize> = BTreeMap::new();
+        let mut owned = 0;
         for member in ctx.members.all() {
             metrics.set_queue_depth(&format!("cluster/{}", member.name), member.queue.len());
+            report(
+                &format!("cluster/{}", member.name),
+                member.queue.len(),
+                member.queue.oldest_wait(),
+            );
             suspended.insert(member.name.clone(), 0);
+            if ctx.owns(&crate::context::cluster_shard(&member.name)) {
+                owned += 1;
+            }
         }
+        metrics.set_owned_clusters(owned);
+        // Each replica counts the clusters it owns, so a sum over replicas counts each once.
         for work in ctx.stores.works.state() {
             if work.spec.suspend_dispatching == Some(true)
                 && let Some(cluster) = work
                     .namespace()
                     .as_deref()
                     .and_then(cluster_of_execution_namespace)
+                && ctx.owns(&crate::context::cluster_shard(cluster))
             {
                 *suspended.entry(cluster.to_owned()).or_default() += 1;
             }

@@ -16,6 +16,8 @@ pub mod server;
 
 mod metrics;
 
+pub use metrics::register as register_metrics;
+
 pub use client::{ClientOptions, TracedChannel, connect};
 pub use health::Readiness;
 pub use retry::{RetryPolicy, call};

@@ -35,6 +35,13 @@ fn family(side: &'static str) -> &'static LatencyFamily {
     })
 }
 
+/// Registers the client and server latency families, so `/metrics` lists them before the
+/// first call.
+pub fn register() {
+    family("client");
+    family("server");
+}
+
 /// Records one client call (all attempts included).
 pub(crate) fn observe_client(method: &str, code: tonic::Code, elapsed: Duration) {
     observe("client", method, code, elapsed);

@@ -19,6 +19,7 @@ pub struct GrpcListener {
 impl GrpcListener {
     /// Binds `address` (port 0 picks a free port).
     pub async fn bind(address: SocketAddr) -> Result<Self, RuntimeError> {
+        flotilla_rpc::register_metrics();
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|source| RuntimeError::Bind {

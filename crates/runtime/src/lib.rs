@@ -7,9 +7,15 @@
 //!   configuration;
 //! - [`shutdown_token`]: a cancellation token fired by SIGTERM or SIGINT;
 //! - [`ops`]: the HTTP endpoint for Prometheus metrics, liveness and readiness;
-//! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health.
+//! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health;
+//! - [`leader`]: active/standby leader election on a `coordination.k8s.io/v1` Lease;
+//! - [`membership`]: replica membership on Leases and ownership of keys, for sharded services;
+//! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership).
 
 pub mod grpc;
+pub mod leader;
+pub mod lease;
+pub mod membership;
 pub mod ops;
 
 use std::path::PathBuf;

@@ -30,6 +30,7 @@ pub async fn serve(
         address: address.to_string(),
         source,
     })?;
+    flotilla_telemetry::metrics::register_queue_metrics();
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(alive))

@@ -32,6 +32,63 @@ pub fn encode_text() -> String {
     out
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct QueueLabels {
+    service: String,
+    queue: String,
+}
+
+struct QueueFamilies {
+    depth: prometheus_client::metrics::family::Family<QueueLabels, prometheus_client::metrics::gauge::Gauge>,
+    oldest: prometheus_client::metrics::family::Family<
+        QueueLabels,
+        prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
+    >,
+}
+
+fn queue_families() -> &'static QueueFamilies {
+    static FAMILIES: OnceLock<QueueFamilies> = OnceLock::new();
+    FAMILIES.get_or_init(|| {
+        let families = QueueFamilies {
+            depth: Default::default(),
+            oldest: Default::default(),
+        };
+        register(
+            "workqueue_depth",
+            "Keys waiting in a service's work queue",
+            families.depth.clone(),
+        );
+        register(
+            "workqueue_oldest_wait_seconds",
+            "How long the oldest key waiting in a work queue has waited",
+            families.oldest.clone(),
+        );
+        families
+    })
+}
+
+/// Registers the work-queue families, so `/metrics` lists them before the first report.
+pub fn register_queue_metrics() {
+    queue_families();
+}
+
+/// Reports work queue `queue` of `service`: keys waiting and the oldest key's wait.
+pub fn report_queue(service: &str, queue: &str, depth: usize, oldest_wait: std::time::Duration) {
+    let labels = QueueLabels {
+        service: service.to_owned(),
+        queue: queue.to_owned(),
+    };
+    let families = queue_families();
+    families
+        .depth
+        .get_or_create(&labels)
+        .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    families
+        .oldest
+        .get_or_create(&labels)
+        .set(oldest_wait.as_secs_f64());
+}
+
 #[cfg(test)]
 mod tests {
     use prometheus_client::metrics::counter::Counter;
@@ -45,5 +102,19 @@ mod tests {
         counter.inc_by(3);
         let text = encode_text();
         assert!(text.contains("flotilla_test_events_total 3"), "{text}");
+    }
+
+    #[test]
+    fn queues_report_depth_and_oldest_wait() {
+        report_queue("svc", "items", 4, std::time::Duration::from_millis(1500));
+        let text = encode_text();
+        assert!(
+            text.contains("flotilla_workqueue_depth{service=\"svc\",queue=\"items\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flotilla_workqueue_oldest_wait_seconds{service=\"svc\",queue=\"items\"} 1.5"),
+            "{text}"
+        );
     }
 }
