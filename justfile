@@ -33,3 +33,7 @@ bench-apiserver *ARGS:
 # Fault-injection soak run (not run in CI; CI runs a small smoke).
 soak *ARGS:
     cargo run --release -p flotilla -- soak {{ARGS}}
+
+# Build the container image with every binary (docker/Dockerfile); TAG defaults to `dev`.
+images TAG="dev" REPO="ghcr.io/flotilla-dev/flotilla":
+    docker build -f docker/Dockerfile -t {{REPO}}:{{TAG}} .

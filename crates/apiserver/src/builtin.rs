@@ -54,6 +54,16 @@ pub enum BuiltinKind {
     Lease,
     /// apiextensions.k8s.io/v1 CustomResourceDefinition.
     CustomResourceDefinition,
+    /// rbac.authorization.k8s.io/v1 ClusterRole (stored, not enforced).
+    ClusterRole,
+    /// rbac.authorization.k8s.io/v1 ClusterRoleBinding (stored, not enforced).
+    ClusterRoleBinding,
+    /// rbac.authorization.k8s.io/v1 Role (stored, not enforced).
+    Role,
+    /// rbac.authorization.k8s.io/v1 RoleBinding (stored, not enforced).
+    RoleBinding,
+    /// policy/v1 PodDisruptionBudget.
+    PodDisruptionBudget,
 }
 
 struct Row {
@@ -320,6 +330,61 @@ const ROWS: &[Row] = &[
         false,
     ),
     row(
+        BuiltinKind::ClusterRole,
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        &[],
+        false,
+        false,
+        false,
+    ),
+    row(
+        BuiltinKind::ClusterRoleBinding,
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        &[],
+        false,
+        false,
+        false,
+    ),
+    row(
+        BuiltinKind::Role,
+        "rbac.authorization.k8s.io",
+        "Role",
+        "roles",
+        true,
+        &[],
+        false,
+        false,
+        false,
+    ),
+    row(
+        BuiltinKind::RoleBinding,
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        &[],
+        false,
+        false,
+        false,
+    ),
+    row(
+        BuiltinKind::PodDisruptionBudget,
+        "policy",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+        &["pdb"],
+        false,
+        true,
+        false,
+    ),
+    row(
         BuiltinKind::CustomResourceDefinition,
         "apiextensions.k8s.io",
         "CustomResourceDefinition",
@@ -385,7 +450,7 @@ impl BuiltinKind {
     /// Decodes `value` through the k8s-openapi type and re-encodes it: unknown fields are
     /// dropped, malformed fields are an error naming the field.
     pub fn decode(self, value: &Value) -> Result<Value, DecodeError> {
-        use k8s_openapi::api::{apps, batch, coordination, core, networking};
+        use k8s_openapi::api::{apps, batch, coordination, core, networking, policy, rbac};
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
         match self {
             BuiltinKind::Namespace => round_trip::<core::v1::Namespace>(value),
@@ -409,6 +474,11 @@ impl BuiltinKind {
             BuiltinKind::Ingress => round_trip::<networking::v1::Ingress>(value),
             BuiltinKind::Lease => round_trip::<coordination::v1::Lease>(value),
             BuiltinKind::CustomResourceDefinition => round_trip::<apiext::CustomResourceDefinition>(value),
+            BuiltinKind::ClusterRole => round_trip::<rbac::v1::ClusterRole>(value),
+            BuiltinKind::ClusterRoleBinding => round_trip::<rbac::v1::ClusterRoleBinding>(value),
+            BuiltinKind::Role => round_trip::<rbac::v1::Role>(value),
+            BuiltinKind::RoleBinding => round_trip::<rbac::v1::RoleBinding>(value),
+            BuiltinKind::PodDisruptionBudget => round_trip::<policy::v1::PodDisruptionBudget>(value),
         }
     }
 
@@ -664,6 +734,10 @@ impl BuiltinKind {
                 | BuiltinKind::Endpoints
                 | BuiltinKind::ServiceAccount
                 | BuiltinKind::Lease
+                | BuiltinKind::ClusterRole
+                | BuiltinKind::ClusterRoleBinding
+                | BuiltinKind::Role
+                | BuiltinKind::RoleBinding
                 | BuiltinKind::Namespace
                 | BuiltinKind::Node
                 | BuiltinKind::Pod

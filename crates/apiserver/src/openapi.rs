@@ -31,7 +31,7 @@ pub struct OpenApi {
 }
 
 fn generate_builtins() -> Builtins {
-    use k8s_openapi::api::{apps, batch, coordination, core, networking};
+    use k8s_openapi::api::{apps, batch, coordination, core, networking, policy, rbac};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
     use schemars::JsonSchema;
     let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
@@ -65,6 +65,11 @@ fn generate_builtins() -> Builtins {
     add!(BuiltinKind::CronJob, batch::v1::CronJob);
     add!(BuiltinKind::Ingress, networking::v1::Ingress);
     add!(BuiltinKind::Lease, coordination::v1::Lease);
+    add!(BuiltinKind::ClusterRole, rbac::v1::ClusterRole);
+    add!(BuiltinKind::ClusterRoleBinding, rbac::v1::ClusterRoleBinding);
+    add!(BuiltinKind::Role, rbac::v1::Role);
+    add!(BuiltinKind::RoleBinding, rbac::v1::RoleBinding);
+    add!(BuiltinKind::PodDisruptionBudget, policy::v1::PodDisruptionBudget);
     add!(
         BuiltinKind::CustomResourceDefinition,
         apiext::CustomResourceDefinition

@@ -223,6 +223,28 @@ fn builtin_columns(kind: BuiltinKind) -> Vec<Column> {
             AGE,
         ],
         K::Lease => vec![col("Holder", "string", 0, "The holder of the lease."), AGE],
+        K::ClusterRole | K::ClusterRoleBinding | K::Role | K::RoleBinding => vec![AGE],
+        K::PodDisruptionBudget => vec![
+            col(
+                "Min Available",
+                "string",
+                0,
+                "The minimum number of pods that must be available.",
+            ),
+            col(
+                "Max Unavailable",
+                "string",
+                0,
+                "The maximum number of pods that may be unavailable.",
+            ),
+            col(
+                "Allowed Disruptions",
+                "integer",
+                0,
+                "How many pod disruptions are currently allowed.",
+            ),
+            AGE,
+        ],
         K::Node => vec![
             col("Status", "string", 0, "The status of the node"),
             col("Roles", "string", 0, "The roles of the node"),
@@ -539,6 +561,20 @@ fn builtin_cells(kind: BuiltinKind, obj: &Value) -> Vec<Value> {
             ]
         }
         K::Lease => vec![json!(or_none(s(&spec["holderIdentity"]))), age],
+        K::ClusterRole | K::ClusterRoleBinding | K::Role | K::RoleBinding => vec![age],
+        K::PodDisruptionBudget => {
+            let bound = |v: &Value| match v {
+                Value::Null => "N/A".to_owned(),
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            vec![
+                json!(bound(&spec["minAvailable"])),
+                json!(bound(&spec["maxUnavailable"])),
+                json!(status["disruptionsAllowed"].as_i64().unwrap_or(0)),
+                age,
+            ]
+        }
         K::Node => {
             let ready = status["conditions"]
                 .as_array()

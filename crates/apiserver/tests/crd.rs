@@ -392,7 +392,12 @@ fn flotilla_api_crds() -> Vec<CustomResourceDefinition> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let path = entry.unwrap().path();
+        // deploy/crds also holds the kustomize `Kustomization` file.
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
         out.push(serde_yaml::from_str(&text).unwrap());
     }
     out

@@ -195,13 +195,16 @@ pub async fn reconcile_work(
             let object = ObjectIdentity::of(manifest)
                 .map(|i| i.to_string())
                 .unwrap_or_default();
-            let _span = tracing::info_span!(
+            let span = tracing::info_span!(
                 "execution.apply",
                 object = %object,
                 cluster = %member.name,
                 outcome = "suspended",
-            )
-            .entered();
+            );
+            if let Some(traceparent) = work.annotations().get(TRACE_PARENT_ANNOTATION) {
+                flotilla_telemetry::propagation::follow_traceparent(&span, traceparent, apply_pending(&work));
+            }
+            let _span = span.entered();
             tracing::debug!("dispatching suspended; member left alone");
         }
         return write_work_status(&api, &work, status).await;
@@ -435,7 +438,7 @@ async fn apply_manifest(
         outcome = tracing::field::Empty,
     );
     if let Some(traceparent) = work.annotations().get(TRACE_PARENT_ANNOTATION) {
-        flotilla_telemetry::propagation::link_to_traceparent(&span, traceparent);
+        flotilla_telemetry::propagation::follow_traceparent(&span, traceparent, apply_pending(work));
     }
     let started = Instant::now();
     let result = apply_manifest_inner(
@@ -461,6 +464,19 @@ async fn apply_manifest(
     }
     tracing::debug!(parent: &span, outcome = label, "manifest processed");
     result
+}
+
+/// Whether the Work's current generation has not been processed yet (its `Applied` condition
+/// does not observe it): applying it continues the trace of the change that wrote the Work;
+/// re-applying an already processed Work (resync, drift, a member coming back) is a trace of
+/// its own that links to it.
+fn apply_pending(work: &Work) -> bool {
+    let observed = work
+        .status
+        .as_ref()
+        .and_then(|s| find(&s.conditions, types::APPLIED))
+        .and_then(|c| c.observed_generation);
+    work.metadata.generation.is_some() && observed != work.metadata.generation
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -707,4 +723,38 @@ async fn finalize_work(
         "remove the finalizer of Work {namespace}/{name}"
     )))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    use super::*;
+
+    fn work(generation: Option<i64>, applied_at: Option<i64>) -> Work {
+        let mut work = Work::new("w", flotilla_api::work::WorkSpec::default());
+        work.metadata.generation = generation;
+        if let Some(observed) = applied_at {
+            work.status = Some(WorkStatus {
+                conditions: vec![Condition {
+                    type_: types::APPLIED.to_owned(),
+                    status: "True".to_owned(),
+                    reason: "AppliedSuccessful".to_owned(),
+                    message: String::new(),
+                    observed_generation: Some(observed),
+                    last_transition_time: Time(Timestamp::now()),
+                }],
+                ..Default::default()
+            });
+        }
+        work
+    }
+
+    #[test]
+    fn applying_continues_the_trace_only_of_an_unprocessed_work_generation() {
+        assert!(apply_pending(&work(Some(1), None)));
+        assert!(apply_pending(&work(Some(3), Some(2))));
+        assert!(!apply_pending(&work(Some(3), Some(3))));
+        assert!(!apply_pending(&work(None, None)));
+    }
 }

@@ -130,6 +130,12 @@ pub async fn reconcile_binding(
             ..Default::default()
         });
     }
+    if tracing::Span::current().is_none() {
+        // Picked up from the watch-driven queue, not from a call carrying the trace.
+        if let Some((traceparent, pending)) = cached_trace(ctx, key) {
+            flotilla_telemetry::propagation::follow_traceparent(&span, &traceparent, pending);
+        }
+    }
     let started = Instant::now();
     let result = async {
         let _guard = ctx.binding_locks.lock(key).await;
@@ -152,6 +158,42 @@ pub async fn reconcile_binding(
     }
     metrics().reconciled("binding", result.is_ok(), started.elapsed());
     result
+}
+
+/// The cached binding's `flotilla.io/traceparent` and whether its change still waits for
+/// dispatch ([`dispatch_pending`]).
+fn cached_trace(ctx: &Context, key: &BindingKey) -> Option<(String, bool)> {
+    fn of(meta: &ObjectMeta, status: Option<&ResourceBindingStatus>) -> Option<(String, bool)> {
+        let traceparent = meta.annotations.as_ref()?.get(TRACE_PARENT_ANNOTATION)?.clone();
+        let pending = dispatch_pending(meta.generation, status);
+        Some((traceparent, pending))
+    }
+    match key.kind {
+        BindingKind::ResourceBinding => {
+            let cached = ctx
+                .stores
+                .bindings
+                .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))?;
+            of(&cached.metadata, cached.status.as_ref())
+        }
+        BindingKind::ClusterResourceBinding => {
+            let cached = ctx
+                .stores
+                .cluster_bindings
+                .get(&kube::runtime::reflector::ObjectRef::new(&key.name))?;
+            of(&cached.metadata, cached.status.as_ref())
+        }
+    }
+}
+
+/// Whether a binding's scheduled generation is not dispatched yet (no `FullyApplied` written
+/// for it): a watch-triggered dispatch of it continues the trace of the change.
+pub fn dispatch_pending(generation: Option<i64>, status: Option<&ResourceBindingStatus>) -> bool {
+    let Some(status) = status else { return false };
+    let scheduled = generation.is_some() && status.scheduler_observed_generation == generation;
+    let dispatched = flotilla_api::conditions::find(&status.conditions, conditions::FULLY_APPLIED)
+        .is_some_and(|c| c.observed_generation == generation);
+    scheduled && !dispatched
 }
 
 async fn reconcile_locked(ctx: &Arc<Context>, key: &BindingKey) -> Result<DispatchOutcome, ExecutionError> {
@@ -606,4 +648,42 @@ async fn write_template_status(
     };
     result.map_err(ExecutionError::control_plane(action))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    use super::*;
+
+    fn status(observed: Option<i64>, fully_applied_at: Option<i64>) -> ResourceBindingStatus {
+        let mut status = ResourceBindingStatus {
+            scheduler_observed_generation: observed,
+            ..Default::default()
+        };
+        if let Some(generation) = fully_applied_at {
+            status.conditions.push(Condition {
+                type_: conditions::FULLY_APPLIED.to_owned(),
+                status: "False".to_owned(),
+                reason: "FullyAppliedFailed".to_owned(),
+                message: String::new(),
+                observed_generation: Some(generation),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+            });
+        }
+        status
+    }
+
+    #[test]
+    fn a_watch_continues_the_trace_only_of_an_undispatched_scheduled_change() {
+        // Scheduled, never dispatched.
+        assert!(dispatch_pending(Some(2), Some(&status(Some(2), None))));
+        // Scheduled, dispatched at an older generation.
+        assert!(dispatch_pending(Some(2), Some(&status(Some(2), Some(1)))));
+        // Already dispatched at this generation: a resync.
+        assert!(!dispatch_pending(Some(2), Some(&status(Some(2), Some(2)))));
+        // Not scheduled yet: the scheduler's write will bring it back.
+        assert!(!dispatch_pending(Some(2), Some(&status(Some(1), None))));
+        assert!(!dispatch_pending(Some(1), None));
+    }
 }

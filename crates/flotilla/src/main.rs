@@ -154,10 +154,16 @@ fn shutdown_on_signals() -> anyhow::Result<tokio_util::sync::CancellationToken> 
 #[derive(clap::Args)]
 struct ControlPlane {
     /// Kubeconfig of the control plane (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long = "control-plane-kubeconfig", env = "KUBECONFIG")]
+    // Own ids: `join` flattens this next to the member's `--kubeconfig`/`--context`, and clap
+    // rejects two arguments with one id.
+    #[arg(
+        id = "control_plane_kubeconfig",
+        long = "control-plane-kubeconfig",
+        env = "KUBECONFIG"
+    )]
     kubeconfig: Option<PathBuf>,
     /// Context of the control plane in that kubeconfig (default: its current context).
-    #[arg(long = "control-plane-context")]
+    #[arg(id = "control_plane_context", long = "control-plane-context")]
     context: Option<String>,
 }
 

@@ -145,8 +145,9 @@ pub fn is_ours(scheduler_name: Option<&str>) -> bool {
 /// Schedules the binding `key`. `cached` is the caller's copy, used for the first attempt
 /// (the watch's); without one the binding is read from the API.
 ///
-/// Runs in a `scheduler.schedule` span: a child of the current span for gRPC calls, and for
-/// watch triggers a new trace linked to the binding's `flotilla.io/traceparent`.
+/// Runs in a `scheduler.schedule` span: a child of the current span for gRPC calls; for watch
+/// triggers a child of the binding's `flotilla.io/traceparent` when the binding's change is
+/// still unscheduled, else a new trace linked to it.
 pub async fn schedule_binding<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
@@ -170,15 +171,20 @@ pub async fn schedule_binding<K: BindingObject>(
                 outcome = tracing::field::Empty,
                 clusters = tracing::field::Empty,
             );
-            let traceparent = cached.as_ref().and_then(|b| {
-                b.meta()
+            if let Some(binding) = &cached
+                && let Some(traceparent) = binding
+                    .meta()
                     .annotations
-                    .as_ref()?
-                    .get(TRACE_PARENT_ANNOTATION)
-                    .cloned()
-            });
-            if let Some(traceparent) = traceparent {
-                flotilla_telemetry::propagation::link_to_traceparent(&span, &traceparent);
+                    .as_ref()
+                    .and_then(|a| a.get(TRACE_PARENT_ANNOTATION))
+            {
+                let pending = schedule_pending(
+                    binding.meta().generation,
+                    binding
+                        .binding_status()
+                        .and_then(|s| s.scheduler_observed_generation),
+                );
+                flotilla_telemetry::propagation::follow_traceparent(&span, traceparent, pending);
             }
             span
         }
@@ -209,6 +215,13 @@ pub async fn schedule_binding<K: BindingObject>(
     };
     metrics().observe_schedule(key.kind_name(), trigger.as_str(), outcome, started.elapsed());
     result
+}
+
+/// Whether the binding's latest spec change still waits for this scheduler: then a watch-triggered
+/// schedule continues the trace of that change (the watch beat the detector's `Schedule` call)
+/// instead of starting one of its own.
+pub fn schedule_pending(generation: Option<i64>, observed: Option<i64>) -> bool {
+    generation.is_some() && generation != observed
 }
 
 /// `member1:2,member2:3`.
@@ -385,5 +398,13 @@ mod tests {
         ];
         assert_eq!(format_clusters(&clusters), "member1:2,member2:3");
         assert_eq!(format_clusters(&[]), "");
+    }
+
+    #[test]
+    fn a_watch_continues_the_trace_only_of_an_unscheduled_change() {
+        assert!(schedule_pending(Some(2), Some(1)));
+        assert!(schedule_pending(Some(1), None));
+        assert!(!schedule_pending(Some(2), Some(2)));
+        assert!(!schedule_pending(None, None));
     }
 }

@@ -58,6 +58,19 @@ pub fn link_to_traceparent(span: &tracing::Span, traceparent: &str) {
     }
 }
 
+/// Ties `span` (work picked up from a watch) to the change recorded in `traceparent`: as its
+/// parent when `continues_change` (the object's change is still unprocessed by this service,
+/// i.e. the watch beat the gRPC call that would have carried the trace), else as a link (a
+/// resync or a repair of an already-processed change starts a trace of its own). Call it
+/// before the span is first entered.
+pub fn follow_traceparent(span: &tracing::Span, traceparent: &str, continues_change: bool) {
+    if continues_change {
+        set_parent_from_traceparent(span, traceparent);
+    } else {
+        link_to_traceparent(span, traceparent);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

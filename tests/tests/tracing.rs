@@ -1,0 +1,258 @@
+//! OpenTelemetry traces end to end: the real service binaries export spans over OTLP/gRPC to a
+//! receiver running in this test process, and one Deployment propagation is one trace holding
+//! spans of the detector, the scheduler, the dependency distributor and execution, down to the
+//! member apply of each target cluster.
+
+#![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, wait_member_deployment};
+use flotilla_e2e::{Env, EnvOptions};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// One received span, flattened.
+#[derive(Clone, Debug)]
+struct ReceivedSpan {
+    service: String,
+    trace_id: String,
+    name: String,
+    attributes: BTreeMap<String, String>,
+}
+
+impl ReceivedSpan {
+    fn attribute(&self, key: &str) -> &str {
+        self.attributes.get(key).map(String::as_str).unwrap_or_default()
+    }
+}
+
+/// An OTLP/gRPC trace receiver (`opentelemetry.proto.collector.trace.v1.TraceService/Export`)
+/// that keeps every span it is sent.
+#[derive(Clone, Default)]
+struct Receiver {
+    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+}
+
+fn text(value: Option<&AnyValue>) -> String {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+fn attributes(list: &[KeyValue]) -> BTreeMap<String, String> {
+    list.iter()
+        .map(|kv| (kv.key.clone(), text(kv.value.as_ref())))
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut received = Vec::new();
+        for resource_spans in request.into_inner().resource_spans {
+            let resource = resource_spans
+                .resource
+                .map(|r| attributes(&r.attributes))
+                .unwrap_or_default();
+            let service = resource.get("service.name").cloned().unwrap_or_default();
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    received.push(ReceivedSpan {
+                        service: service.clone(),
+                        trace_id: hex(&span.trace_id),
+                        name: span.name,
+                        attributes: attributes(&span.attributes),
+                    });
+                }
+            }
+        }
+        self.spans.lock().unwrap().extend(received);
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+impl Receiver {
+    /// Serves on an ephemeral local port; returns the receiver and its `http://` endpoint.
+    async fn start() -> (Self, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let receiver = Receiver::default();
+        let service = TraceServiceServer::new(receiver.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(TcpListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+        (receiver, endpoint)
+    }
+
+    fn spans(&self) -> Vec<ReceivedSpan> {
+        self.spans.lock().unwrap().clone()
+    }
+}
+
+/// What one trace must hold for the propagation of Deployment `default/<name>` to `clusters`.
+fn complete_trace(spans: &[ReceivedSpan], name: &str, clusters: &[&str]) -> Option<String> {
+    let binding = format!("{name}-deployment");
+    let mut by_trace: BTreeMap<&str, Vec<&ReceivedSpan>> = BTreeMap::new();
+    for span in spans {
+        by_trace.entry(&span.trace_id).or_default().push(span);
+    }
+    by_trace.into_iter().find_map(|(trace, spans)| {
+        let has = |service: &str, span_name: &str, check: &dyn Fn(&ReceivedSpan) -> bool| {
+            spans
+                .iter()
+                .any(|s| s.service == service && s.name == span_name && check(s))
+        };
+        let detector = has("flotilla-detector", "detector.reconcile", &|s| {
+            s.attribute("controller") == "template" && s.attribute("object").contains(name)
+        });
+        let scheduler = has("flotilla-scheduler", "scheduler.schedule", &|s| {
+            s.attribute("binding").contains(&binding) && !s.attribute("clusters").is_empty()
+        });
+        let distributor = spans.iter().any(|s| {
+            s.service == "flotilla-dependency-distributor" && s.attribute("binding").contains(&binding)
+        });
+        let dispatch = has("flotilla-execution", "execution.dispatch", &|s| {
+            s.attribute("object").contains(&binding) && s.attribute("outcome") == "dispatched"
+        });
+        let applied: BTreeSet<&str> = spans
+            .iter()
+            .filter(|s| {
+                s.service == "flotilla-execution"
+                    && s.name == "execution.apply"
+                    && s.attribute("object").contains(name)
+                    && s.attribute("outcome") == "applied"
+            })
+            .map(|s| s.attribute("cluster"))
+            .collect();
+        let all_applied = clusters.iter().all(|c| applied.contains(c));
+        (detector && scheduler && distributor && dispatch && all_applied).then(|| trace.to_owned())
+    })
+}
+
+fn summary(spans: &[ReceivedSpan]) -> String {
+    spans
+        .iter()
+        .map(|s| format!("{} {} {} {:?}", &s.trace_id[..8], s.service, s.name, s.attributes))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn one_deployment_propagation_is_one_trace() {
+    let (receiver, endpoint) = Receiver::start().await;
+    let env = Env::start(EnvOptions {
+        members: 2,
+        service_env: vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), endpoint),
+            // Flush spans quickly instead of every 5 s.
+            ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let cp = env.control_plane_client().await;
+    fixtures::apply(&cp, &deployment_yaml("default", "traced", 2, "nginx:1.25")).await;
+    fixtures::apply(
+        &cp,
+        r#"apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: traced
+  namespace: default
+spec:
+  propagateDeps: true
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: traced
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+"#,
+    )
+    .await;
+    for i in [1, 2] {
+        let member = env.member_client(i).await;
+        wait_member_deployment(&member, "default", "traced", "traced in member", |_| true).await;
+    }
+
+    let clusters = ["member1", "member2"];
+    // Spans arrive in batches; poll the receiver until one trace is complete.
+    let deadline = Instant::now() + TIMEOUT;
+    let trace = loop {
+        if let Some(trace) = complete_trace(&receiver.spans(), "traced", &clusters) {
+            break trace;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no trace holds the detector, scheduler, distributor, dispatch and member apply spans of default/traced; received:\n{}",
+            summary(&receiver.spans())
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    // Each service is named by its own `service.name` resource attribute, and the member
+    // apply spans say which cluster they wrote to.
+    let spans: Vec<ReceivedSpan> = receiver
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id == trace)
+        .collect();
+    let services: BTreeSet<&str> = spans.iter().map(|s| s.service.as_str()).collect();
+    for service in [
+        "flotilla-detector",
+        "flotilla-scheduler",
+        "flotilla-dependency-distributor",
+        "flotilla-execution",
+    ] {
+        assert!(
+            services.contains(service),
+            "{service} missing from trace {trace}:\n{}",
+            summary(&spans)
+        );
+    }
+    // The gRPC hops are server spans of the same trace.
+    let methods: BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s.name == "grpc.server")
+        .map(|s| s.attribute("rpc.method"))
+        .collect();
+    for method in [
+        "/flotilla.v1.Scheduler/Schedule",
+        "/flotilla.v1.Execution/Dispatch",
+        "/flotilla.v1.DependencyDistributor/SyncDependencies",
+    ] {
+        assert!(
+            methods.contains(method),
+            "{method} missing from trace {trace}:\n{}",
+            summary(&spans)
+        );
+    }
+}
