@@ -7,8 +7,12 @@
 //!   and building the binaries), [`ports`] (loopback ports kept across restarts),
 //!   [`supervisor`] (child processes, restarts, ordered stop), [`setup`] (CRDs and member
 //!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
-//!   server), [`probe`] (readiness) and [`demo`] (`--demo`).
+//!   server), [`probe`] (readiness) and [`demo`] (`--demo`);
+//! - [`bench`]: propagation benchmarks (`flotilla bench`) against the embedded installation or
+//!   any Karmada-API control plane;
+//! - [`soak`]: fault injection (`flotilla soak`): kills, outages, bad input, gRPC abuse.
 
+pub mod bench;
 pub mod binaries;
 pub mod demo;
 pub mod join;
@@ -16,5 +20,6 @@ pub mod kubeconfig;
 pub mod ports;
 pub mod probe;
 pub mod setup;
+pub mod soak;
 pub mod supervisor;
 pub mod up;
