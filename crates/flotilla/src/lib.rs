@@ -12,6 +12,11 @@
 //! - [`suspend`]: `flotilla suspend` / `flotilla resume`, editing a policy's dispatch suspension.
 
 pub mod activate;
+//! - [`bench`]: propagation benchmarks (`flotilla bench`) against the embedded installation or
+//!   any Karmada-API control plane;
+//! - [`soak`]: fault injection (`flotilla soak`): kills, outages, bad input, gRPC abuse.
+
+pub mod bench;
 pub mod binaries;
 pub mod demo;
 pub mod join;
@@ -19,6 +24,7 @@ pub mod kubeconfig;
 pub mod ports;
 pub mod probe;
 pub mod setup;
+pub mod soak;
 pub mod supervisor;
 pub mod suspend;
 pub mod up;

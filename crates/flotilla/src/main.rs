@@ -31,6 +31,10 @@ enum Command {
     Suspend(SuspendArgs),
     /// Resume dispatching of a (Cluster)PropagationPolicy's templates to all or some clusters.
     Resume(SuspendArgs),
+    /// Measure propagation latency, throughput, policy changes and footprint.
+    Bench(BenchArgs),
+    /// Fault injection: kill services and API servers, feed bad input, abuse gRPC; then verify.
+    Soak(SoakArgs),
 }
 
 #[derive(clap::Args)]
@@ -109,6 +113,124 @@ async fn suspend_command(args: SuspendArgs, action: flotilla::suspend::Action) -
     let report = flotilla::suspend::run(&client, &policy, action, &clusters).await?;
     println!("{report}");
     Ok(())
+}
+
+#[derive(clap::Args)]
+struct TargetArgs {
+    /// Kubeconfig of an existing control plane and its members (default: start the embedded
+    /// installation in a temporary directory).
+    #[arg(long, requires = "member_contexts")]
+    kubeconfig: Option<PathBuf>,
+    /// Context of the control plane in --kubeconfig.
+    #[arg(long, default_value = "control-plane")]
+    control_plane_context: String,
+    /// Contexts of the members in --kubeconfig; each member's Cluster name is its context name.
+    #[arg(long, value_delimiter = ',')]
+    member_contexts: Vec<String>,
+    /// Directory holding the flotilla-* binaries of the embedded installation.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Log filter of the embedded installation's children.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Keep the embedded installation's data dir (logs) after the run.
+    #[arg(long)]
+    keep: bool,
+}
+
+impl TargetArgs {
+    fn external(&self) -> Option<flotilla::bench::External> {
+        self.kubeconfig
+            .as_ref()
+            .map(|kubeconfig| flotilla::bench::External {
+                kubeconfig: kubeconfig.clone(),
+                control_plane_context: self.control_plane_context.clone(),
+                member_contexts: self.member_contexts.clone(),
+            })
+    }
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Which scenario(s) to run.
+    #[arg(long, value_enum, default_value_t = flotilla::bench::Scenario::All)]
+    scenario: flotilla::bench::Scenario,
+    /// A ready-made set of sizes (`issue4`: 200 latency runs to 3 members, 1,000 Deployments
+    /// to 3 members).
+    #[arg(long, value_enum)]
+    preset: Option<flotilla::bench::Preset>,
+    /// Latency runs.
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Members the latency scenario targets.
+    #[arg(long)]
+    latency_members: Option<usize>,
+    /// Deployments of the throughput scenario.
+    #[arg(long)]
+    templates: Option<usize>,
+    /// Members of the throughput scenario (and of the embedded installation).
+    #[arg(long)]
+    members: Option<usize>,
+    /// Multiplies --templates.
+    #[arg(long)]
+    scale: Option<usize>,
+    /// Give every throughput Deployment a ConfigMap dependency (propagateDeps).
+    #[arg(long)]
+    deps: Option<bool>,
+    /// Templates of the policy-change scenario.
+    #[arg(long)]
+    policy_templates: Option<usize>,
+    /// Concurrent writes while creating templates.
+    #[arg(long, default_value_t = 16)]
+    parallel: usize,
+    /// Seconds one wait may take before the scenario fails.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Print the report as JSON on stdout (tables and progress go to stderr).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// Small sizes for CI: few templates, one kill per service, a short member outage.
+    #[arg(long)]
+    smoke: bool,
+    /// Templates (Deployment + ConfigMap each) created during the run.
+    #[arg(long)]
+    templates: Option<usize>,
+    /// Members of the embedded installation.
+    #[arg(long)]
+    members: Option<usize>,
+    /// SIGKILLs per service.
+    #[arg(long)]
+    kills_per_service: Option<u32>,
+    /// Seconds between kills.
+    #[arg(long)]
+    kill_interval: Option<f64>,
+    /// Seconds a member API server stays stopped.
+    #[arg(long)]
+    member_outage: Option<u64>,
+    /// Invalid inputs in the bad-input storm.
+    #[arg(long)]
+    bad_inputs: Option<usize>,
+    /// Seed of the random choices (kills, fuzzing).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the outcome as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Directory holding the flotilla-* binaries.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Log filter of the children.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// Keep the data dir (logs) after the run.
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(clap::Args)]
@@ -282,6 +404,92 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Suspend(args) => suspend_command(args, flotilla::suspend::Action::Suspend).await?,
         Command::Resume(args) => suspend_command(args, flotilla::suspend::Action::Resume).await?,
+        Command::Bench(args) => bench(args).await?,
+        Command::Soak(args) => soak(args).await?,
+    }
+    Ok(())
+}
+
+async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    let mut options = flotilla::bench::BenchOptions {
+        scenario: args.scenario,
+        parallel: args.parallel,
+        timeout: std::time::Duration::from_secs(args.timeout),
+        external: args.target.external(),
+        bin_dir: args.target.bin_dir.clone(),
+        log_level: args.target.log_level.clone(),
+        keep: args.target.keep,
+        ..Default::default()
+    };
+    if let Some(preset) = args.preset {
+        options = options.with_preset(preset);
+    }
+    let set = |slot: &mut usize, value: Option<usize>| {
+        if let Some(value) = value {
+            *slot = value;
+        }
+    };
+    set(&mut options.runs, args.runs);
+    set(&mut options.latency_members, args.latency_members);
+    set(&mut options.templates, args.templates);
+    set(&mut options.members, args.members);
+    set(&mut options.scale, args.scale);
+    set(&mut options.policy_templates, args.policy_templates);
+    if let Some(deps) = args.deps {
+        options.deps = deps;
+    }
+    if let Some(external) = &options.external {
+        options.members = options.members.min(external.member_contexts.len());
+    }
+    let report = flotilla::bench::run(&options).await?;
+    eprintln!("\n{}", report.tables());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    Ok(())
+}
+
+async fn soak(args: SoakArgs) -> anyhow::Result<()> {
+    let mut options = if args.smoke {
+        flotilla::soak::SoakOptions::smoke()
+    } else {
+        flotilla::soak::SoakOptions::default()
+    };
+    if let Some(v) = args.templates {
+        options.templates = v;
+    }
+    if let Some(v) = args.members {
+        options.members = v;
+    }
+    if let Some(v) = args.kills_per_service {
+        options.kills_per_service = v;
+    }
+    if let Some(v) = args.kill_interval {
+        options.kill_interval = std::time::Duration::from_secs_f64(v);
+    }
+    if let Some(v) = args.member_outage {
+        options.member_outage = std::time::Duration::from_secs(v);
+    }
+    if let Some(v) = args.bad_inputs {
+        options.bad_inputs = v;
+    }
+    if let Some(v) = args.seed {
+        options.seed = v;
+    }
+    options.bin_dir = args.bin_dir;
+    options.log_level = args.log_level;
+    options.keep = args.keep;
+    let outcome = flotilla::soak::run(&options).await?;
+    eprintln!("\n{}", outcome.table());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    }
+    if !outcome.passed() {
+        bail!(
+            "the soak run failed: {} of {} checks failed",
+            outcome.failures(),
+            outcome.checks.len()
+        );
     }
     Ok(())
 }

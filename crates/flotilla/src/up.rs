@@ -138,13 +138,13 @@ pub enum UpError {
 
 /// A service binary and its peers, as the service contract defines them.
 #[derive(Clone, Debug)]
-struct ServiceSpec {
-    binary: &'static str,
+pub(crate) struct ServiceSpec {
+    pub(crate) binary: &'static str,
     /// (flag, peer binary).
     peers: &'static [(&'static str, &'static str)],
 }
 
-const SERVICES: [ServiceSpec; 4] = [
+pub(crate) const SERVICES: [ServiceSpec; 4] = [
     ServiceSpec {
         binary: binaries::DETECTOR,
         peers: &[("--scheduler-addr", binaries::SCHEDULER)],
@@ -254,10 +254,22 @@ fn service_args(layout: &Layout, service: &ServiceSpec, ports: &Ports, options: 
     args
 }
 
+/// Whether progress lines go to stderr (`flotilla bench --json` keeps stdout for the report).
+static PROGRESS_ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sends the start-up progress lines to stderr instead of stdout.
+pub fn progress_on_stderr() {
+    PROGRESS_ON_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn step(text: &str) {
     use std::io::Write;
-    println!("{text}");
-    let _ = std::io::stdout().flush();
+    if PROGRESS_ON_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
+        let _ = std::io::stdout().flush();
+    }
 }
 
 /// Runs `flotilla up` until `shutdown` is cancelled (SIGINT/SIGTERM), then stops every child.
@@ -364,7 +376,7 @@ pub async fn up(options: UpOptions, shutdown: CancellationToken) -> Result<(), U
 
 /// The services to run (all four); in a workspace checkout, builds them and the API server
 /// first.
-fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec<ServiceSpec>, UpError> {
+pub(crate) fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec<ServiceSpec>, UpError> {
     let checkout = options
         .bin_dir
         .is_none()
@@ -397,7 +409,7 @@ fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec<ServiceSpe
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn start(
+pub(crate) async fn start(
     layout: &Layout,
     options: &UpOptions,
     ports: &Ports,
@@ -611,7 +623,7 @@ async fn report_events(mut events: mpsc::UnboundedReceiver<Event>) {
     }
 }
 
-fn prepare_data_dir(dir: &Path) -> Result<Layout, UpError> {
+pub(crate) fn prepare_data_dir(dir: &Path) -> Result<Layout, UpError> {
     let error = |source| UpError::DataDir {
         path: dir.display().to_string(),
         source,

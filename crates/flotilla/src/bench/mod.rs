@@ -1,0 +1,378 @@
+//! `flotilla bench`: propagation benchmarks against any control plane that speaks the Karmada
+//! API: flotilla's embedded installation (started here, in a temporary data dir) or an existing
+//! one named by a kubeconfig and its contexts, so another implementation can be measured side
+//! by side with the same runs.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`install`] | the embedded installation (`flotilla up`'s code) and its child processes |
+//! | [`target`] | clients of the control plane and members, and the service processes |
+//! | [`workload`] | the objects the bench applies and how it writes them |
+//! | [`arrivals`] | member watches: arrival times, presence, write counts |
+//! | [`scenarios`] | latency, throughput (+ footprint), policy-change |
+//! | [`footprint`] | RSS and CPU from `/proc` |
+//! | [`stats`] | percentiles and tables |
+
+pub mod arrivals;
+pub mod footprint;
+pub mod install;
+pub mod scenarios;
+pub mod stats;
+pub mod target;
+pub mod workload;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use scenarios::{FootprintReport, LatencyReport, PolicyChangeReport, ThroughputReport};
+pub use target::{External, Target};
+
+/// Errors of a bench or soak run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A call to a cluster failed.
+    #[error("{what}: {source}")]
+    Kube {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: kube::Error,
+    },
+    /// Something did not happen in time.
+    #[error("timed out after {waited:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        waited: Duration,
+    },
+    /// The embedded installation could not start.
+    #[error(transparent)]
+    Up(#[from] crate::up::UpError),
+    /// Options or inputs that cannot work, with the fix.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Which scenarios to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Single-Deployment propagation latency.
+    Latency,
+    /// Many Deployments (with ConfigMap dependencies) at once.
+    Throughput,
+    /// Moving a policy's placement (eager and lazy).
+    PolicyChange,
+    /// RSS and CPU of the services during and after a throughput run.
+    Footprint,
+    /// Every scenario.
+    All,
+}
+
+/// Ready-made option sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// The figures issue 4 asks for: apply -> present in 3 members (p50/p99 over 200 runs) and
+    /// the time to propagate 1,000 Deployments to 3 members.
+    Issue4,
+}
+
+/// What `flotilla bench` runs.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// The scenario(s).
+    pub scenario: Scenario,
+    /// The preset applied, if any (`all` under a preset means the preset's figures).
+    pub preset: Option<Preset>,
+    /// Latency runs.
+    pub runs: usize,
+    /// Members the latency scenario targets.
+    pub latency_members: usize,
+    /// Throughput templates (before `scale`).
+    pub templates: usize,
+    /// Members of the throughput scenario (and of the embedded installation).
+    pub members: usize,
+    /// Multiplies `templates`.
+    pub scale: usize,
+    /// Whether each throughput Deployment has a ConfigMap dependency (propagateDeps).
+    pub deps: bool,
+    /// Templates of the policy-change scenario.
+    pub policy_templates: usize,
+    /// Concurrent writes while creating templates.
+    pub parallel: usize,
+    /// How long one wait may take before the scenario fails.
+    pub timeout: Duration,
+    /// How long the lazy policy change is observed for writes.
+    pub lazy_window: Duration,
+    /// An existing control plane instead of the embedded one.
+    pub external: Option<External>,
+    /// Binaries of the embedded installation.
+    pub bin_dir: Option<PathBuf>,
+    /// `--log-level` of the embedded installation's children.
+    pub log_level: String,
+    /// Keep the embedded installation's data dir.
+    pub keep: bool,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        Self {
+            scenario: Scenario::All,
+            preset: None,
+            runs: 200,
+            latency_members: 3,
+            templates: 2000,
+            members: 5,
+            scale: 1,
+            deps: true,
+            policy_templates: 500,
+            parallel: 16,
+            timeout: Duration::from_secs(600),
+            lazy_window: Duration::from_secs(5),
+            external: None,
+            bin_dir: None,
+            log_level: "info".to_owned(),
+            keep: false,
+        }
+    }
+}
+
+impl BenchOptions {
+    /// Applies `preset` on top of these options.
+    pub fn with_preset(mut self, preset: Preset) -> Self {
+        self.preset = Some(preset);
+        match preset {
+            Preset::Issue4 => {
+                self.runs = 200;
+                self.latency_members = 3;
+                self.templates = 1000;
+                self.members = 3;
+                self.scale = 1;
+                self.deps = false;
+            }
+        }
+        self
+    }
+
+    fn runs_latency(&self) -> bool {
+        matches!(self.scenario, Scenario::Latency | Scenario::All)
+    }
+    fn runs_throughput(&self) -> bool {
+        matches!(
+            self.scenario,
+            Scenario::Throughput | Scenario::Footprint | Scenario::All
+        )
+    }
+    fn runs_policy_change(&self) -> bool {
+        match self.scenario {
+            Scenario::PolicyChange => true,
+            Scenario::All => self.preset != Some(Preset::Issue4),
+            _ => false,
+        }
+    }
+}
+
+/// The machine the run happened on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Total memory, MiB.
+    pub memory_mib: u64,
+    /// 1-minute load average when the run started (other work on the machine).
+    pub load_average_at_start: f64,
+}
+
+impl Machine {
+    /// Reads `/proc/meminfo` and `/proc/loadavg`.
+    pub fn describe() -> Machine {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_kib: u64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|text| text.split_whitespace().next().and_then(|v| v.parse().ok()))
+            .unwrap_or_default();
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_mib: memory_kib / 1024,
+            load_average_at_start: load,
+        }
+    }
+}
+
+/// Everything a bench run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The machine.
+    pub machine: Machine,
+    /// `embedded` or the external control plane's context.
+    pub target: String,
+    /// The members used.
+    pub members: Vec<String>,
+    /// Latency, if run.
+    pub latency: Option<LatencyReport>,
+    /// Throughput, if run.
+    pub throughput: Option<ThroughputReport>,
+    /// Policy change, if run.
+    pub policy_change: Option<PolicyChangeReport>,
+    /// Footprint, if run (with the throughput run).
+    pub footprint: Option<FootprintReport>,
+    /// Wall time of the whole run, seconds (installation start-up included).
+    pub wall_seconds: f64,
+}
+
+/// Progress lines go to stderr, so `--json` output on stdout stays parseable.
+pub(crate) fn progress(line: &str) {
+    eprintln!("{line}");
+}
+
+/// Runs the selected scenarios and returns what they measured.
+pub async fn run(options: &BenchOptions) -> Result<Report, BenchError> {
+    let started = Instant::now();
+    let machine = Machine::describe();
+    let target = Target::connect(options.external.as_ref(), &install_options(options)).await?;
+    let result = run_on(&target, options).await;
+    let description = target.description();
+    let members = target.member_names();
+    target.close().await;
+    let (latency, throughput, policy_change, footprint) = result?;
+    Ok(Report {
+        machine,
+        target: description,
+        members,
+        latency,
+        throughput,
+        policy_change,
+        footprint,
+        wall_seconds: stats::round(started.elapsed().as_secs_f64(), 1),
+    })
+}
+
+fn install_options(options: &BenchOptions) -> install::InstallOptions {
+    let mut members = options.members;
+    if options.runs_latency() {
+        members = members.max(options.latency_members);
+    }
+    if options.runs_policy_change() {
+        members = members.max(2);
+    }
+    install::InstallOptions {
+        members,
+        bin_dir: options.bin_dir.clone(),
+        log_level: options.log_level.clone(),
+        policy: crate::supervisor::Policy::default(),
+        keep: options.keep,
+    }
+}
+
+type Results = (
+    Option<LatencyReport>,
+    Option<ThroughputReport>,
+    Option<PolicyChangeReport>,
+    Option<FootprintReport>,
+);
+
+async fn run_on(target: &Target, options: &BenchOptions) -> Result<Results, BenchError> {
+    let mut results: Results = (None, None, None, None);
+    if options.runs_latency() {
+        let report = scenarios::latency(target, options).await?;
+        progress(&report.table());
+        results.0 = Some(report);
+    }
+    if options.runs_throughput() {
+        let (report, footprint) = scenarios::throughput(target, options).await?;
+        progress(&report.table());
+        if let Some(footprint) = &footprint {
+            progress(&footprint.table());
+        }
+        results.1 = Some(report);
+        results.3 = footprint;
+    }
+    if options.runs_policy_change() {
+        let report = scenarios::policy_change(target, options).await?;
+        progress(&report.table());
+        results.2 = Some(report);
+    }
+    Ok(results)
+}
+
+impl Report {
+    /// Every table of the report, for the terminal and `docs/benchmarks.md`.
+    pub fn tables(&self) -> String {
+        let mut out = vec![format!(
+            "target {} with {} member(s) on {} CPU(s), {} MiB; load average {:.2} at start; {:.1}s wall",
+            self.target,
+            self.members.len(),
+            self.machine.cpus,
+            self.machine.memory_mib,
+            self.machine.load_average_at_start,
+            self.wall_seconds
+        )];
+        if let Some(r) = &self.latency {
+            out.push(r.table());
+        }
+        if let Some(r) = &self.throughput {
+            out.push(r.table());
+        }
+        if let Some(r) = &self.footprint {
+            out.push(r.table());
+        }
+        if let Some(r) = &self.policy_change {
+            out.push(r.table());
+        }
+        out.join("\n\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_issue4_preset_sets_its_figures() {
+        let options = BenchOptions::default().with_preset(Preset::Issue4);
+        assert_eq!(
+            (
+                options.runs,
+                options.latency_members,
+                options.templates,
+                options.members
+            ),
+            (200, 3, 1000, 3)
+        );
+        assert!(!options.deps, "issue 4 counts Deployments only");
+        assert!(options.runs_latency() && options.runs_throughput());
+        assert!(!options.runs_policy_change());
+    }
+
+    #[test]
+    fn the_installation_has_enough_members_for_every_scenario() {
+        let options = BenchOptions {
+            members: 1,
+            latency_members: 3,
+            ..Default::default()
+        };
+        assert_eq!(install_options(&options).members, 3);
+        let options = BenchOptions {
+            members: 1,
+            latency_members: 1,
+            scenario: Scenario::PolicyChange,
+            ..Default::default()
+        };
+        assert_eq!(install_options(&options).members, 2);
+    }
+
+    #[test]
+    fn describes_this_machine() {
+        let machine = Machine::describe();
+        assert!(machine.cpus >= 1);
+        assert!(machine.memory_mib > 0);
+    }
+}
