@@ -8,14 +8,13 @@
 //!   [`supervisor`] (child processes, restarts, ordered stop), [`setup`] (CRDs and member
 //!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
 //!   server), [`probe`] (readiness) and [`demo`] (`--demo`);
-//! - [`activate`]: roll a pending Lazy policy change out to chosen templates (`flotilla activate`).
-//! - [`suspend`]: `flotilla suspend` / `flotilla resume`, editing a policy's dispatch suspension.
-
-pub mod activate;
+//! - [`activate`]: roll a pending Lazy policy change out to chosen templates (`flotilla activate`);
+//! - [`suspend`]: `flotilla suspend` / `flotilla resume`, editing a policy's dispatch suspension;
 //! - [`bench`]: propagation benchmarks (`flotilla bench`) against the embedded installation or
 //!   any Karmada-API control plane;
 //! - [`soak`]: fault injection (`flotilla soak`): kills, outages, bad input, gRPC abuse.
 
+pub mod activate;
 pub mod bench;
 pub mod binaries;
 pub mod demo;
