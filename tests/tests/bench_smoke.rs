@@ -38,7 +38,11 @@ fn bench_all_scenarios_report_sane_figures() {
             "--timeout",
             "120",
             "--json",
+            // The harness built every binary; a build by `flotilla` itself (another package
+            // set, other feature unification) would rebuild dependencies.
+            "--bin-dir",
         ])
+        .arg(flotilla_e2e::binaries::bin_dir())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -12,7 +12,10 @@ use serde_json::Value;
 fn soak_smoke_survives_every_fault() {
     let flotilla = flotilla_e2e::binaries::binary("flotilla");
     let output = Command::new(&flotilla)
-        .args(["soak", "--smoke", "--json"])
+        .args(["soak", "--smoke", "--json", "--bin-dir"])
+        // The harness built every binary; a build by `flotilla` itself (another package set,
+        // other feature unification) would rebuild dependencies.
+        .arg(flotilla_e2e::binaries::bin_dir())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
