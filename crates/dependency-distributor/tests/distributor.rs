@@ -389,9 +389,10 @@ async fn a_crd_kind_via_a_declarative_rule_and_invalid_rules() {
     let env = start(&[]).await;
     let client = env.control_plane_client().await;
     create(&client, serde_json::from_str(WORKFLOW_CRD).unwrap()).await;
-    create(
+    // The distributor may have created it already for its leader Lease.
+    flotilla_e2e::fixtures::apply_value(
         &client,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flotilla-system"}}),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flotilla-system"}}),
     )
     .await;
     create(&client, rules_config_map(WORKFLOW_RULES)).await;
@@ -685,11 +686,19 @@ async fn sync_dependencies_over_grpc() {
             binding.metadata.uid.as_deref().unwrap_or_default(),
         )),
     };
-    let response = grpc
-        .sync_dependencies(request.clone())
-        .await
-        .unwrap()
-        .into_inner();
+    // Ready includes standby: the first call may meet the replica before it holds the Lease.
+    let response = wait_until("the distributor to lead and answer", CONVERGE, || {
+        let mut grpc = grpc.clone();
+        let request = request.clone();
+        async move {
+            match grpc.sync_dependencies(request).await {
+                Ok(response) => Some(response.into_inner()),
+                Err(status) if status.code() == tonic::Code::Unavailable => None,
+                Err(status) => panic!("SyncDependencies: {status}"),
+            }
+        }
+    })
+    .await;
     assert!(
         response.outcome == Outcome::Done as i32 || response.outcome == Outcome::Unchanged as i32,
         "{response:?}"

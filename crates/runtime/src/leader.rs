@@ -374,7 +374,13 @@ async fn try_acquire_or_renew(
                 if let Some(namespaces) = &inner.namespaces {
                     ensure_namespace(namespaces, &inner.namespace).await?;
                 }
-                Ok(Attempt::HeldBy(None))
+                // Try again at once: waiting a retry period as a standby would leave a fresh
+                // installation without a leader for no reason.
+                match api.create(&PostParams::default(), &lease).await {
+                    Ok(_) => Ok(Attempt::Holding),
+                    Err(error) if is_status(&error, 409) => Ok(Attempt::HeldBy(None)),
+                    Err(error) => Err(error),
+                }
             }
             Err(error) => Err(error),
         };
