@@ -13,9 +13,10 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
 
-# Regenerate deploy/crds from the Rust types in crates/api.
+# Regenerate deploy/crds (and the Helm chart's copy) from the Rust types in crates/api.
 crds:
     cargo run -q -p flotilla-api --bin flotilla-crdgen -- deploy/crds
+    cp deploy/crds/*.yaml deploy/helm/flotilla/crds/
 
 # Run the embedded control plane with three members.
 up *ARGS:
