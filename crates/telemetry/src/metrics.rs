@@ -17,10 +17,31 @@ fn registry() -> &'static Mutex<Registry> {
 
 /// Registers a metric family under `flotilla_<name>`.
 pub fn register(name: &str, help: &str, metric: impl Metric) {
+    use prometheus_client::encoding::EncodeMetric;
+    descriptors()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(Descriptor {
+            name: format!("flotilla_{name}"),
+            help: help.to_owned(),
+            kind: metric.metric_type().as_str().to_owned(),
+        });
     registry()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .register(name, help, metric);
+}
+
+/// What a registered family is, so it can be listed before it has a sample.
+struct Descriptor {
+    name: String,
+    help: String,
+    kind: String,
+}
+
+fn descriptors() -> &'static Mutex<Vec<Descriptor>> {
+    static DESCRIPTORS: OnceLock<Mutex<Vec<Descriptor>>> = OnceLock::new();
+    DESCRIPTORS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
 /// The registry in Prometheus text format.
@@ -29,6 +50,33 @@ pub fn encode_text() -> String {
     let registry = registry().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // Encoding into a String cannot fail.
     let _ = encode(&mut out, &registry);
+    // prometheus-client leaves out families without samples (an error counter before the first
+    // error). List them anyway, as Go's client does, so dashboards and alerts can rely on every
+    // documented family being present.
+    let descriptors = descriptors()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut missing = String::new();
+    for d in descriptors.iter() {
+        if !out.contains(&format!("# TYPE {} ", d.name)) {
+            let help = if d.help.ends_with('.') {
+                d.help.clone()
+            } else {
+                format!("{}.", d.help)
+            };
+            missing.push_str(&format!(
+                "# HELP {} {help}\n# TYPE {} {}\n",
+                d.name, d.name, d.kind
+            ));
+        }
+    }
+    if !missing.is_empty() {
+        // Before the terminating `# EOF` of the OpenMetrics text.
+        match out.rfind("# EOF") {
+            Some(at) => out.insert_str(at, &missing),
+            None => out.push_str(&missing),
+        }
+    }
     out
 }
 
@@ -102,6 +150,33 @@ mod tests {
         counter.inc_by(3);
         let text = encode_text();
         assert!(text.contains("flotilla_test_events_total 3"), "{text}");
+    }
+
+    #[test]
+    fn families_without_samples_are_still_listed() {
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+        struct Labels {
+            controller: String,
+        }
+        let errors: prometheus_client::metrics::family::Family<Labels, Counter> = Default::default();
+        register("test_empty_errors", "Errors nobody had yet", errors.clone());
+        let text = encode_text();
+        assert!(
+            text.contains("# TYPE flotilla_test_empty_errors counter\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        errors
+            .get_or_create(&Labels {
+                controller: "c".to_owned(),
+            })
+            .inc();
+        let text = encode_text();
+        assert_eq!(
+            text.matches("# TYPE flotilla_test_empty_errors ").count(),
+            1,
+            "{text}"
+        );
     }
 
     #[test]
