@@ -17,7 +17,6 @@ fn registry() -> &'static Mutex<Registry> {
 
 /// Registers a metric family under `flotilla_<name>`.
 pub fn register(name: &str, help: &str, metric: impl Metric) {
-    use prometheus_client::encoding::EncodeMetric;
     descriptors()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
