@@ -106,7 +106,7 @@ spec:
     );
     assert!(
         detector.contains(
-            "flotilla_grpc_client_request_duration_seconds_count{method=\"/flotilla.v1.Scheduler/Schedule\""
+            "flotilla_grpc_client_request_duration_seconds_count{method=\"flotilla.v1.Scheduler/Schedule\""
         ),
         "{detector}"
     );
