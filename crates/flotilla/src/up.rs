@@ -399,12 +399,7 @@ pub(crate) fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec
             checkout.profile
         ));
         let started = Instant::now();
-        // Built together with this package, as the e2e harness does: cargo unifies features
-        // over the packages of one build, so the same set reuses the same artifacts instead of
-        // rebuilding ring, rustls and kube with another feature set.
-        let mut with_cli = packages.clone();
-        with_cli.push("flotilla");
-        binaries::build(checkout, &with_cli)?;
+        binaries::build(checkout, &packages)?;
         step(&format!("built in {:.1}s", started.elapsed().as_secs_f64()));
     }
     for service in &services {
