@@ -51,6 +51,10 @@ impl Process {
             .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
         let child = Command::new(&self.binary)
             .args(&self.args)
+            // An error returned from `main` prints its message first and then, when backtraces
+            // are on for the test run, dozens of frames that push the message out of the log
+            // tail a failing test shows: errors carry no backtrace (panics still do).
+            .env("RUST_LIB_BACKTRACE", "0")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log)

@@ -1,4 +1,4 @@
-//! The Work controller, one worker per member cluster: applies a Work's manifests to its member
+//! The Work controller, `--work-workers` workers per member cluster: applies a Work's manifests to its member
 //! with server-side apply (honouring dispatch suspension, apply-once-only and
 //! conflictResolution), records `Applied`, `Dispatching` and the manifest statuses, and on
 //! deletion removes the member objects (unless `preserveResourcesOnDeletion`) before dropping
@@ -40,8 +40,8 @@ pub const APPLIED_MESSAGE: &str = "Manifest has been successfully applied";
 /// Message of `Dispatching=True`.
 pub const DISPATCHING_MESSAGE: &str = "Work is being dispatched to the member cluster.";
 
-/// Processes `member`'s Work queue until shutdown: one Work at a time per cluster, failures
-/// retried with per-Work exponential backoff.
+/// Processes `member`'s Work queue until shutdown (several of these share one queue; the queue
+/// never hands one Work to two of them), failures retried with per-Work exponential backoff.
 pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
     // Decisions read the Cluster and binding caches: start from a complete picture.
     if !ctx.wait_synced().await {
@@ -283,23 +283,18 @@ pub async fn reconcile_work(
     );
     status.manifest_statuses = results.iter().map(|r| r.status.clone()).collect();
     if applied_revisions != recorded {
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                APPLIED_REVISIONS_ANNOTATION: format_applied_revisions(&applied_revisions),
-            }}})),
-        )
-        .await
-        .map_err(ExecutionError::control_plane(format!(
-            "record applied revisions on Work {namespace}/{name}"
-        )))?;
-        // The status write below needs the new resourceVersion.
+        // The patch answers with the new resourceVersion the status write below needs.
         let fresh = api
-            .get(name)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    APPLIED_REVISIONS_ANNOTATION: format_applied_revisions(&applied_revisions),
+                }}})),
+            )
             .await
             .map_err(ExecutionError::control_plane(format!(
-                "read Work {namespace}/{name}"
+                "record applied revisions on Work {namespace}/{name}"
             )))?;
         write_work_status(&api, &fresh, status).await?;
     } else {

@@ -120,7 +120,7 @@ impl Members {
         self.lock().values().cloned().collect()
     }
 
-    /// The member `name`, starting its worker and health probe on first sight.
+    /// The member `name`, starting its Work workers and health probe on first sight.
     pub fn ensure(ctx: &Arc<Context>, name: &str) -> Arc<Member> {
         let (member, created) = {
             let mut members = ctx.members.lock();
@@ -134,7 +134,9 @@ impl Members {
             }
         };
         if created {
-            tokio::spawn(crate::apply::run_worker(ctx.clone(), member.clone()));
+            for _ in 0..ctx.settings.work_workers.max(1) {
+                tokio::spawn(crate::apply::run_worker(ctx.clone(), member.clone()));
+            }
             tokio::spawn(run_probe(ctx.clone(), member.clone()));
         }
         member

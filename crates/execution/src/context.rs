@@ -30,6 +30,8 @@ pub struct Settings {
     pub probe_period: Duration,
     /// Deadline of one request to a member cluster.
     pub member_timeout: Duration,
+    /// Works of one member cluster applied concurrently.
+    pub work_workers: usize,
 }
 
 impl Default for Settings {
@@ -39,6 +41,7 @@ impl Default for Settings {
             resync_period: Duration::from_secs(300),
             probe_period: Duration::from_secs(10),
             member_timeout: Duration::from_secs(10),
+            work_workers: 4,
         }
     }
 }

@@ -346,14 +346,41 @@ fn binding_ref(key: &BindingKey, binding: &BindingObject) -> k8s_openapi::api::c
 /// The binding's Works in the cache, by cluster.
 fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc<Work>> {
     let label = view.permanent_id_label();
-    ctx.stores
-        .works
-        .state()
+    cached_works_named(ctx, &view.work_name())
         .into_iter()
-        .filter(|w| w.labels().get(label).map(String::as_str) == Some(view.uid))
-        .filter_map(|w| {
-            let cluster = cluster_of_execution_namespace(&w.namespace()?)?.to_owned();
-            Some((cluster, w))
+        .filter(|(_, work)| work.labels().get(label).map(String::as_str) == Some(view.uid))
+        .collect()
+}
+
+/// The cached Works called `name` in every execution namespace, by cluster. Work names are
+/// derived from their binding or namespace, so this looks each execution namespace up by name
+/// instead of scanning every Work (a scan made each reconcile O(Works) and a propagation run
+/// of N templates O(N²)).
+pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, Arc<Work>> {
+    let mut clusters: BTreeSet<String> = ctx
+        .stores
+        .clusters
+        .state()
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    // Works may remain in the namespace of a cluster that is no longer registered.
+    clusters.extend(
+        ctx.stores
+            .namespaces
+            .state()
+            .iter()
+            .filter_map(|n| cluster_of_execution_namespace(&n.name_any()).map(str::to_owned)),
+    );
+    clusters
+        .into_iter()
+        .filter_map(|cluster| {
+            let namespace = flotilla_api::well_known::execution_namespace(&cluster);
+            let work = ctx
+                .stores
+                .works
+                .get(&kube::runtime::reflector::ObjectRef::new(name).within(&namespace))?;
+            Some((cluster, work))
         })
         .collect()
 }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::clusters::Members;
 use crate::context::Context;
-use crate::dispatch::{apply_work, delete_work, needs_write};
+use crate::dispatch::{apply_work, cached_works_named, delete_work, needs_write};
 use crate::error::{ExecutionError, ManifestError};
 use crate::manifest::{ClusterShare, prepare_manifest};
 use crate::metrics::metrics;
@@ -125,18 +125,11 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
         }
         None => Vec::new(),
     };
-    let existing: BTreeMap<String, Arc<flotilla_api::Work>> = ctx
-        .stores
-        .works
-        .state()
-        .into_iter()
-        .filter(|w| w.labels().get(PROPAGATED_NAMESPACE_LABEL).map(String::as_str) == Some(name))
-        .filter_map(|w| {
-            let cluster =
-                flotilla_api::well_known::cluster_of_execution_namespace(&w.namespace()?)?.to_owned();
-            Some((cluster, w))
-        })
-        .collect();
+    let existing: BTreeMap<String, Arc<flotilla_api::Work>> =
+        cached_works_named(ctx, &namespace_work_name(name))
+            .into_iter()
+            .filter(|(_, w)| w.labels().get(PROPAGATED_NAMESPACE_LABEL).map(String::as_str) == Some(name))
+            .collect();
     for work in &desired {
         if needs_write(existing.get(&work.cluster).map(Arc::as_ref), work) {
             apply_work(ctx, work, None).await?;

@@ -60,8 +60,12 @@ pub struct Args {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub member_timeout: Duration,
     /// Bindings reconciled concurrently.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     pub binding_workers: usize,
+    /// Works applied concurrently per member cluster (one Work is never applied by two
+    /// workers at once; an unreachable member still blocks only its own workers).
+    #[arg(long, default_value_t = 4)]
+    pub work_workers: usize,
     /// Sharding between replicas (Lease membership, rendezvous hashing of clusters, bindings
     /// and namespaces).
     #[command(flatten)]
@@ -115,6 +119,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resync_period: args.resync_period,
         probe_period: args.cluster_probe_period,
         member_timeout: args.member_timeout,
+        work_workers: args.work_workers.max(1),
     };
     let timings = args.membership.timings().map_err(anyhow::Error::msg)?;
     let listener = flotilla_runtime::grpc::GrpcListener::bind(args.grpc_addr).await?;
