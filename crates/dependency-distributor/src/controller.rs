@@ -24,6 +24,7 @@ use flotilla_proto::v1::BindingRef;
 use flotilla_proto::v1::ScheduleRequest;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
+use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::ObjectReference as CoreObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
@@ -43,7 +44,6 @@ use crate::index::{Index, Key};
 use crate::kinds::{Kinds, Resolved};
 use crate::metrics::metrics;
 use crate::plan::{ObjectState, Plan, desired_required_by, plan, resolve, set_conflict_condition};
-use crate::queue::WorkQueue;
 use crate::rules::RulesSet;
 
 /// How many lock stripes serialise reconciles of the same dependency within the process.

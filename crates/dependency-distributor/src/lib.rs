@@ -31,7 +31,7 @@
 //! Modules: [`binding`] (what is read from bindings), [`plan`] (pure decisions), [`index`] (who
 //! references what), [`controller`] (reconcilers), [`watch`] (watches, workers, resync),
 //! [`grpc`] (`SyncDependencies`), [`rules`], [`feature_gates`], [`fingerprint`] (shared with the detector), [`kinds`],
-//! [`queue`], [`metrics`].
+//! [`metrics`]; the work queue is `flotilla_runtime::queue`.
 
 pub mod binding;
 pub mod controller;
@@ -42,7 +42,6 @@ pub mod index;
 pub mod kinds;
 pub mod metrics;
 pub mod plan;
-pub mod queue;
 pub mod rules;
 pub mod watch;
 
@@ -58,6 +57,7 @@ use flotilla_rpc::{ClientOptions, Readiness};
 use flotilla_runtime::KubeArgs;
 use flotilla_runtime::grpc::GrpcListener;
 use flotilla_runtime::leader::LeaderElection;
+use flotilla_runtime::queue::WorkQueue;
 use flotilla_telemetry::LogArgs;
 use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
@@ -69,7 +69,6 @@ use crate::binding::BindingView;
 use crate::controller::Context;
 use crate::feature_gates::FeatureGates;
 use crate::index::Key;
-use crate::queue::WorkQueue;
 use crate::rules::RulesSet;
 use crate::watch::{CHECK_RULES, CHECK_SYNCED, SyncGate, SyncPart};
 
@@ -309,7 +308,7 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         grpc::Service::new(ctx.clone(), gate).with_leadership(leadership.clone()),
     ));
     listener.serve(routes, readiness, shutdown).await?;
-    queue.shutdown();
+    queue.shut_down();
     leadership.release().await;
     info!("stopped");
     Ok(())

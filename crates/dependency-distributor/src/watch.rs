@@ -371,14 +371,15 @@ pub async fn worker(ctx: Arc<Context>) {
         match ctx.process(&key).await {
             Ok(()) => {
                 metrics().reconciled(kind, true, started.elapsed());
-                ctx.queue.done(&key);
+                ctx.queue.forget(&key);
             }
             Err(error) => {
                 metrics().reconciled(kind, false, started.elapsed());
-                let delay = ctx.queue.retry(&key);
+                let delay = ctx.queue.add_rate_limited(key.clone());
                 warn!(%error, retry_in = ?delay, "reconcile failed");
             }
         }
+        ctx.queue.done(&key);
     }
 }
 

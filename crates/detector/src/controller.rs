@@ -23,6 +23,7 @@ use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::{BindingRef, ScheduleRequest};
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
+use flotilla_runtime::queue::{DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, WorkQueue, backoff};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -140,8 +141,8 @@ pub struct Detector {
     /// `(generation, valid)` per policy uid whose templates were last queued: an optimisation
     /// only (a restart queues everything again), never an input of a decision.
     fanned_out: Mutex<HashMap<String, (i64, bool)>>,
-    templates: crate::queue::Queue<TemplateKey>,
-    policies: crate::queue::Queue<PolicyKey>,
+    templates: WorkQueue<TemplateKey>,
+    policies: WorkQueue<PolicyKey>,
     status_dirty: Mutex<BTreeSet<PolicyKey>>,
     kinds_changed: tokio::sync::watch::Sender<u64>,
     events: EventRecorder,
@@ -190,8 +191,8 @@ impl Detector {
             views: RwLock::default(),
             observed: Mutex::default(),
             fanned_out: Mutex::default(),
-            templates: crate::queue::Queue::new(),
-            policies: crate::queue::Queue::new(),
+            templates: WorkQueue::default(),
+            policies: WorkQueue::default(),
             status_dirty: Mutex::default(),
             kinds_changed: tokio::sync::watch::channel(0).0,
             scheduler,
@@ -484,7 +485,8 @@ impl Detector {
                     }
                     Err(error) => {
                         let failures = retry.get(gvk).map_or(1, |(n, _)| n + 1);
-                        let delay = crate::queue::backoff(failures + 3).min(self.options.kind_retry_max);
+                        let delay = backoff(DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, failures + 3)
+                            .min(self.options.kind_retry_max);
                         if failures == 1 {
                             tracing::info!(kind = %gvk, %error, "kind is not served (yet); retrying until it is");
                         }
@@ -611,7 +613,9 @@ impl Detector {
             return;
         }
         loop {
-            let key = self.templates.next().await;
+            let Some(key) = self.templates.next().await else {
+                return;
+            };
             metrics().queue_depth("template", self.templates.len());
             let started = Instant::now();
             let span = tracing::info_span!(
@@ -628,15 +632,16 @@ impl Detector {
                 Ok(outcome) => {
                     span.record("outcome", outcome.as_str());
                     metrics().reconciled("template", outcome.as_str(), started.elapsed());
-                    self.templates.done(&key, true);
+                    self.templates.forget(&key);
                 }
                 Err(error) => {
                     span.record("outcome", "error");
                     tracing::warn!(parent: &span, template = %key, %error, "template reconcile failed; retrying");
                     metrics().failed("template", started.elapsed());
-                    self.templates.done(&key, false);
+                    self.templates.add_rate_limited(key.clone());
                 }
             }
+            self.templates.done(&key);
         }
     }
 
@@ -645,7 +650,9 @@ impl Detector {
             return;
         }
         loop {
-            let key = self.policies.next().await;
+            let Some(key) = self.policies.next().await else {
+                return;
+            };
             metrics().queue_depth("policy", self.policies.len());
             let started = Instant::now();
             let span = tracing::info_span!(
@@ -662,15 +669,16 @@ impl Detector {
                 Ok(outcome) => {
                     span.record("outcome", outcome);
                     metrics().reconciled("policy", outcome, started.elapsed());
-                    self.policies.done(&key, true);
+                    self.policies.forget(&key);
                 }
                 Err(error) => {
                     span.record("outcome", "error");
                     tracing::warn!(parent: &span, policy = %key, %error, "policy reconcile failed; retrying");
                     metrics().failed("policy", started.elapsed());
-                    self.policies.done(&key, false);
+                    self.policies.add_rate_limited(key.clone());
                 }
             }
+            self.policies.done(&key);
         }
     }
 

@@ -19,7 +19,7 @@
 //! | [`policy`] | policy views and the policy status the detector maintains |
 //! | [`activate`] | `flotilla activate`'s mechanism |
 //! | [`controller`] | caches, queues, reconciles and writes (the I/O) |
-//! | [`queue`], [`events`], [`metrics`], [`api`] | plumbing |
+//! | [`events`], [`metrics`], [`api`] | plumbing (the work queue is `flotilla_runtime::queue`) |
 //!
 //! ## Decisions worth knowing
 //!
@@ -62,7 +62,6 @@ pub mod matching;
 pub mod metrics;
 pub mod plan;
 pub mod policy;
-pub mod queue;
 
 use std::net::SocketAddr;
 use std::time::Duration;

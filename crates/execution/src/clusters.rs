@@ -15,6 +15,7 @@ use flotilla_api::well_known::{
     MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, conditions as condition_types,
     execution_namespace,
 };
+use flotilla_runtime::queue::WorkQueue;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
@@ -31,7 +32,6 @@ use tokio::task::JoinHandle;
 use crate::context::Context;
 use crate::error::{ExecutionError, is_connection_error};
 use crate::kinds::{Kind, KindCache};
-use crate::queue::Queue;
 
 /// Reason of `Ready=True`.
 pub const CLUSTER_READY: &str = "ClusterReady";
@@ -59,7 +59,7 @@ pub struct Member {
     /// The cluster name.
     pub name: String,
     /// Names of the Works in `karmada-es-<name>` to reconcile.
-    pub queue: Queue<String>,
+    pub queue: WorkQueue<String>,
     /// Wakes the health probe early (a worker saw the member fail).
     pub probe_now: Notify,
     client: Mutex<Option<(AccessKey, Arc<MemberClient>)>>,
@@ -70,7 +70,7 @@ impl Member {
     fn new(name: &str) -> Self {
         Self {
             name: name.to_owned(),
-            queue: Queue::new(Duration::from_millis(200), Duration::from_secs(30)),
+            queue: WorkQueue::new(Duration::from_millis(200), Duration::from_secs(30)),
             probe_now: Notify::new(),
             client: Mutex::new(None),
             watches: Mutex::new(HashMap::new()),

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -16,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use crate::apply_once::Mode;
 use crate::clusters::Members;
 use crate::kinds::KindCache;
-use crate::queue::Queue;
 use crate::works::BindingKind;
 
 /// Tunables of the service.
@@ -109,9 +109,9 @@ pub struct Context {
     /// Watch caches.
     pub stores: Stores,
     /// Bindings to reconcile.
-    pub binding_queue: Queue<BindingKey>,
+    pub binding_queue: WorkQueue<BindingKey>,
     /// Control-plane namespaces to propagate.
-    pub namespace_queue: Queue<String>,
+    pub namespace_queue: WorkQueue<String>,
     /// Member clusters: their clients, Work queues and watches.
     pub members: Members,
     /// Serialises reconciles of one binding between the queue and gRPC calls.
@@ -142,8 +142,8 @@ impl Context {
             client,
             settings,
             stores,
-            binding_queue: Queue::new(Duration::from_millis(100), Duration::from_secs(30)),
-            namespace_queue: Queue::new(Duration::from_millis(100), Duration::from_secs(30)),
+            binding_queue: WorkQueue::default(),
+            namespace_queue: WorkQueue::default(),
             members: Members::default(),
             binding_locks: KeyedLocks::default(),
             kinds: KindCache::default(),

@@ -21,7 +21,7 @@
 //! (per-cluster Work workers: member apply, suspension, deletion), [`namespaces`] (namespace
 //! auto-propagation), [`clusters`] (member access, health probe, member watches),
 //! [`watches`] (control-plane watches), [`server`] (gRPC `Dispatch`), [`service`] (the process),
-//! [`queue`], [`kinds`], [`context`] and [`metrics`].
+//! [`kinds`], [`context`] and [`metrics`]; the work queues are `flotilla_runtime::queue`.
 //!
 //! Contracts with other services are in `docs/architecture.md` ("Objects, names and
 //! bookkeeping") and `docs/execution.md`.
@@ -38,7 +38,6 @@ pub mod member;
 pub mod metrics;
 pub mod namespaces;
 pub mod naming;
-pub mod queue;
 pub mod server;
 pub mod service;
 pub mod status;

@@ -10,13 +10,15 @@
 //! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health;
 //! - [`leader`]: active/standby leader election on a `coordination.k8s.io/v1` Lease;
 //! - [`membership`]: replica membership on Leases and ownership of keys, for sharded services;
-//! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership).
+//! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership);
+//! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics).
 
 pub mod grpc;
 pub mod leader;
 pub mod lease;
 pub mod membership;
 pub mod ops;
+pub mod queue;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,733 @@
+//! The work queue every flotilla controller feeds from its watches: keys of objects to
+//! reconcile, with client-go's workqueue guarantees.
+//!
+//! - A key waits at most once: adding a waiting key again is a no-op.
+//! - A key being processed (handed out by [`WorkQueue::next`], not yet [`WorkQueue::done`]) is
+//!   never handed to a second worker, however many workers call `next` concurrently; adding it
+//!   meanwhile marks it dirty, and `done` queues it again.
+//! - [`WorkQueue::add_rate_limited`] queues a failed key after a per-key exponential backoff
+//!   ([`backoff`]); [`WorkQueue::forget`] resets it once the key succeeds.
+//! - [`WorkQueue::add_after`] queues a key later; of several pending delays for one key the
+//!   earliest wins.
+//! - After [`WorkQueue::shut_down`] nothing is queued any more and `next` returns `None` at
+//!   once, to waiting workers too, even if keys still wait.
+//!
+//! A worker's loop:
+//!
+//! ```no_run
+//! # async fn reconcile(_: &str) -> Result<(), ()> { Ok(()) }
+//! # async fn worker(queue: flotilla_runtime::queue::WorkQueue<String>) {
+//! while let Some(key) = queue.next().await {
+//!     match reconcile(&key).await {
+//!         Ok(()) => queue.forget(&key),
+//!         Err(()) => {
+//!             queue.add_rate_limited(key.clone());
+//!         }
+//!     }
+//!     queue.done(&key);
+//! }
+//! # }
+//! ```
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The first retry delay of [`WorkQueue::default`].
+pub const DEFAULT_BASE_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The longest retry delay of [`WorkQueue::default`].
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The retry delay after `failures` consecutive failures: `base * 2^(failures-1)`, at most
+/// `max` (`failures` 0 counts as 1).
+pub fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
+    // 2^31 is the largest power of two a u32 factor holds; any cap beyond it is reached anyway.
+    let exponent = failures.saturating_sub(1).min(31);
+    base.saturating_mul(1u32 << exponent).min(max)
+}
+
+struct State<K> {
+    /// Keys waiting, oldest first, with when each was queued.
+    waiting: VecDeque<(K, Instant)>,
+    /// The keys in `waiting`.
+    queued: HashSet<K>,
+    /// Keys handed out and not yet done.
+    processing: HashSet<K>,
+    /// Keys added while being processed: queued again on `done`.
+    dirty: HashSet<K>,
+    /// Consecutive failures per key, for the backoff.
+    failures: HashMap<K, u32>,
+    /// When each key with a pending delayed add is due (the earliest asked for).
+    delayed: HashMap<K, Instant>,
+    shut_down: bool,
+}
+
+struct Inner<K> {
+    state: Mutex<State<K>>,
+    /// Wakes workers waiting in `next`.
+    notify: Notify,
+    base_backoff: Duration,
+    max_backoff: Duration,
+}
+
+/// A deduplicating work queue of keys (see the module docs). Cheap to clone; clones share the
+/// queue.
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> fmt::Debug for WorkQueue<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        f.debug_struct("WorkQueue")
+            .field("waiting", &state.waiting.len())
+            .field("processing", &state.processing.len())
+            .field("delayed", &state.delayed.len())
+            .field("shut_down", &state.shut_down)
+            .field("base_backoff", &self.inner.base_backoff)
+            .field("max_backoff", &self.inner.max_backoff)
+            .finish()
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Default for WorkQueue<K> {
+    /// A queue retrying after [`DEFAULT_BASE_BACKOFF`] up to [`DEFAULT_MAX_BACKOFF`].
+    fn default() -> Self {
+        Self::new(DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF)
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
+    /// An empty queue whose failed keys come back after `base_backoff`, doubling with each
+    /// consecutive failure up to `max_backoff`.
+    pub fn new(base_backoff: Duration, max_backoff: Duration) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    waiting: VecDeque::new(),
+                    queued: HashSet::new(),
+                    processing: HashSet::new(),
+                    dirty: HashSet::new(),
+                    failures: HashMap::new(),
+                    delayed: HashMap::new(),
+                    shut_down: false,
+                }),
+                notify: Notify::new(),
+                base_backoff,
+                max_backoff,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // A worker that panicked holding the lock left the state consistent: every mutation
+        // below completes before anything can panic.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `key` unless it already waits; a key being processed is queued again when its
+    /// worker calls [`WorkQueue::done`]. No-op after shutdown.
+    pub fn add(&self, key: K) {
+        let mut state = self.lock();
+        if state.shut_down || state.queued.contains(&key) {
+            return;
+        }
+        if state.processing.contains(&key) {
+            state.dirty.insert(key);
+            return;
+        }
+        state.queued.insert(key.clone());
+        state.waiting.push_back((key, Instant::now()));
+        drop(state);
+        self.inner.notify.notify_one();
+    }
+
+    /// Queues `key` after `delay` (at once when zero). If the key already has an earlier
+    /// delayed add pending, this one is dropped; a later pending one is superseded. Must be
+    /// called within a Tokio runtime (a timer task waits out the delay).
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            self.add(key);
+            return;
+        }
+        let due = Instant::now() + delay;
+        {
+            let mut state = self.lock();
+            if state.shut_down || state.delayed.get(&key).is_some_and(|at| *at <= due) {
+                return;
+            }
+            state.delayed.insert(key.clone(), due);
+        }
+        // Weak: a dropped queue does not live on in its timers.
+        let inner = Arc::downgrade(&self.inner);
+        tokio::spawn(fire_after(inner, key, due));
+    }
+
+    /// Queues `key` after its backoff (it failed once more) and returns that backoff.
+    pub fn add_rate_limited(&self, key: K) -> Duration {
+        let failures = {
+            let mut state = self.lock();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            *failures = failures.saturating_add(1);
+            *failures
+        };
+        let delay = backoff(self.inner.base_backoff, self.inner.max_backoff, failures);
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Forgets `key`'s failures (it succeeded): its next backoff starts from the base again.
+    pub fn forget(&self, key: &K) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Waits for the next key and marks it processing; call [`WorkQueue::done`] when finished.
+    /// `None` once the queue is shut down. Cancel-safe: a dropped call takes no key.
+    pub async fn next(&self) -> Option<K> {
+        loop {
+            // Registered before the state is read, so an add or shutdown between the read
+            // and the await still wakes this worker.
+            let notified = self.inner.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if state.shut_down {
+                    return None;
+                }
+                if let Some((key, _)) = state.waiting.pop_front() {
+                    state.queued.remove(&key);
+                    state.processing.insert(key.clone());
+                    let more = !state.waiting.is_empty();
+                    drop(state);
+                    if more {
+                        // Another idle worker takes the next key.
+                        self.inner.notify.notify_one();
+                    }
+                    return Some(key);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Marks `key` finished; queues it again if it was added while being processed.
+    pub fn done(&self, key: &K) {
+        let mut state = self.lock();
+        state.processing.remove(key);
+        if state.dirty.remove(key) && !state.shut_down && state.queued.insert(key.clone()) {
+            state.waiting.push_back((key.clone(), Instant::now()));
+            drop(state);
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Keys waiting (not counting those being processed or delayed).
+    pub fn len(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// Whether no key waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether no key waits or is being processed (delayed adds not counted).
+    pub fn is_idle(&self) -> bool {
+        let state = self.lock();
+        state.waiting.is_empty() && state.processing.is_empty()
+    }
+
+    /// How long the oldest waiting key has waited (zero when none waits).
+    pub fn oldest_wait(&self) -> Duration {
+        self.lock()
+            .waiting
+            .front()
+            .map(|(_, since)| since.elapsed())
+            .unwrap_or_default()
+    }
+
+    /// Stops the queue: nothing is queued any more, and every worker waiting in or later
+    /// calling [`WorkQueue::next`] gets `None`.
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.inner.notify.notify_waiters();
+    }
+}
+
+/// The timer of one delayed add: adds `key` at `due` unless an earlier delay has taken its
+/// place (and fired) or the queue is gone.
+async fn fire_after<K: Clone + Eq + Hash + Send + 'static>(inner: Weak<Inner<K>>, key: K, due: Instant) {
+    tokio::time::sleep_until(due).await;
+    let Some(inner) = inner.upgrade() else {
+        return;
+    };
+    let queue = WorkQueue { inner };
+    let current = {
+        let mut state = queue.lock();
+        let current = state.delayed.get(&key) == Some(&due);
+        if current {
+            state.delayed.remove(&key);
+        }
+        current
+    };
+    if current {
+        queue.add(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    const BASE: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_millis(40);
+
+    fn queue() -> WorkQueue<&'static str> {
+        WorkQueue::new(BASE, MAX)
+    }
+
+    /// `next` within `wait` of (paused) time, or `None` if no key came.
+    async fn next_within(q: &WorkQueue<&'static str>, wait: Duration) -> Option<&'static str> {
+        tokio::time::timeout(wait, q.next()).await.ok().flatten()
+    }
+
+    #[tokio::test]
+    async fn keys_wait_once_in_fifo_order() {
+        let q = queue();
+        q.add("a");
+        q.add("b");
+        q.add("a");
+        q.add("c");
+        q.add("b");
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.next().await, Some("a"));
+        assert_eq!(q.next().await, Some("b"));
+        assert_eq!(q.next().await, Some("c"));
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test]
+    async fn len_counts_waiting_keys_only_and_idle_counts_processing_too() {
+        let q = queue();
+        assert!(q.is_idle());
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.len(), 2);
+        assert!(!q.is_idle());
+        let a = q.next().await.unwrap();
+        assert_eq!(q.len(), 1);
+        let b = q.next().await.unwrap();
+        assert_eq!(q.len(), 0);
+        assert!(q.is_empty());
+        assert!(!q.is_idle(), "two keys are still being processed");
+        q.done(&a);
+        assert!(!q.is_idle());
+        q.done(&b);
+        assert!(q.is_idle());
+    }
+
+    #[tokio::test]
+    async fn a_key_added_while_processing_comes_back_after_done_once() {
+        let q = queue();
+        q.add("a");
+        let key = q.next().await.unwrap();
+        q.add("a");
+        q.add("a");
+        assert!(q.is_empty(), "not queued while being processed");
+        q.done(&key);
+        assert_eq!(q.len(), 1, "queued again, once");
+        assert_eq!(q.next().await, Some("a"));
+        q.done(&"a");
+        assert!(q.is_empty(), "not dirty any more: done does not queue it again");
+        assert!(q.is_idle());
+    }
+
+    #[tokio::test]
+    async fn done_without_an_add_meanwhile_does_not_requeue() {
+        let q = queue();
+        q.add("a");
+        let key = q.next().await.unwrap();
+        q.done(&key);
+        assert!(q.is_idle());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_processing_key_is_not_handed_to_a_second_worker() {
+        let q = queue();
+        q.add("a");
+        let first = q.next().await.unwrap();
+        let second = {
+            let q = q.clone();
+            tokio::spawn(async move { q.next().await })
+        };
+        q.add("a");
+        // Paused time: this only lets every task run until all are idle.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!second.is_finished(), "second worker got a key being processed");
+        q.done(&first);
+        let got = tokio::time::timeout(Duration::from_secs(1), second).await;
+        assert_eq!(got.unwrap().unwrap(), Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_workers_are_each_woken_for_a_key() {
+        let q: WorkQueue<u32> = WorkQueue::default();
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.next().await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        q.add(1);
+        q.add(2);
+        let mut got = vec![];
+        for worker in workers {
+            got.push(
+                tokio::time::timeout(Duration::from_secs(1), worker)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        got.sort_unstable();
+        assert_eq!(got, [Some(1), Some(2)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_next_takes_no_key() {
+        let q = queue();
+        assert_eq!(next_within(&q, Duration::from_secs(1)).await, None);
+        q.add("a");
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.next().await, Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_next_dropped_after_its_wakeup_passes_the_wakeup_on() {
+        let q = queue();
+        // This worker waits first, so the add wakes it (Notify wakes in arrival order)...
+        // Boxed, so that dropping it drops the future itself.
+        let mut first = Box::pin(q.next());
+        let pending =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(first.as_mut().poll(cx).is_pending())).await;
+        assert!(pending);
+        let second = {
+            let q = q.clone();
+            tokio::spawn(async move { q.next().await })
+        };
+        tokio::task::yield_now().await;
+        q.add("a");
+        // ...but is cancelled before it runs: the other waiting worker must get the key.
+        drop(first);
+        let got = tokio::time::timeout(Duration::from_secs(1), second).await;
+        assert_eq!(got.unwrap().unwrap(), Some("a"));
+    }
+
+    /// Several threads of workers and a producer re-adding keys: no key is ever processed by
+    /// two workers at once, and every key's last add is processed after it was made.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_workers_process_each_key_exclusively_and_see_the_last_add() {
+        const KEYS: u32 = 20;
+        const ROUNDS: u32 = 200;
+        let q: WorkQueue<u32> = WorkQueue::default();
+        let in_flight = Arc::new(Mutex::new(HashSet::new()));
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        // The round of each key's latest add, and the round each key was last processed for.
+        let added = Arc::new(Mutex::new(HashMap::new()));
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let (q, in_flight, overlaps) = (q.clone(), in_flight.clone(), overlaps.clone());
+                let (added, seen) = (added.clone(), seen.clone());
+                tokio::spawn(async move {
+                    while let Some(key) = q.next().await {
+                        if !in_flight.lock().unwrap().insert(key) {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let round = added.lock().unwrap()[&key];
+                        // Long enough that the producer re-adds keys being processed.
+                        for _ in 0..5 {
+                            tokio::task::yield_now().await;
+                        }
+                        seen.lock().unwrap().insert(key, round);
+                        in_flight.lock().unwrap().remove(&key);
+                        q.done(&key);
+                    }
+                })
+            })
+            .collect();
+        // The producer runs on the runtime's threads too, alongside the workers.
+        let producer = {
+            let (q, added) = (q.clone(), added.clone());
+            tokio::spawn(async move {
+                for round in 0..ROUNDS {
+                    for key in 0..KEYS {
+                        added.lock().unwrap().insert(key, round);
+                        q.add(key);
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        };
+        producer.await.unwrap();
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while !q.is_idle() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the workers drain the queue");
+        q.shut_down();
+        for worker in workers {
+            worker.await.unwrap();
+        }
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "a key was processed twice at once"
+        );
+        let seen = seen.lock().unwrap();
+        for key in 0..KEYS {
+            assert_eq!(
+                seen.get(&key),
+                Some(&(ROUNDS - 1)),
+                "key {key} missed its last add"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let base = Duration::from_millis(100);
+        let max = Duration::from_secs(1);
+        let got: Vec<u128> = (1..=6).map(|n| backoff(base, max, n).as_millis()).collect();
+        assert_eq!(got, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(backoff(base, max, 0), base, "no failure yet counts as the first");
+        assert_eq!(backoff(base, max, 32), max);
+        assert_eq!(backoff(base, max, u32::MAX), max);
+        assert_eq!(
+            backoff(Duration::from_secs(1), Duration::MAX, u32::MAX),
+            Duration::from_secs(1 << 31),
+            "the factor saturates instead of overflowing"
+        );
+    }
+
+    #[test]
+    fn the_defaults_are_the_detectors_100ms_to_30s() {
+        let got: Vec<Duration> = [1, 2, 9, 10, 100]
+            .into_iter()
+            .map(|n| backoff(DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, n))
+            .collect();
+        let ms = Duration::from_millis;
+        assert_eq!(got, [ms(100), ms(200), ms(25_600), ms(30_000), ms(30_000)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_adds_back_off_per_key_up_to_the_cap() {
+        let q = queue();
+        let mut delays = vec![];
+        for _ in 0..6 {
+            delays.push(q.add_rate_limited("a"));
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(delays, [ms(5), ms(10), ms(20), ms(40), ms(40), ms(40)]);
+        assert_eq!(q.add_rate_limited("b"), BASE, "backoff is per key");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limited_key_comes_back_after_exactly_its_backoff() {
+        let q = queue();
+        q.add("a");
+        for expected in [5, 10, 20, 40, 40] {
+            let key = q.next().await.unwrap();
+            let delay = q.add_rate_limited(key);
+            q.done(&key);
+            assert_eq!(delay, Duration::from_millis(expected));
+            assert!(q.is_empty(), "not back before its backoff");
+            let started = Instant::now();
+            assert_eq!(next_within(&q, Duration::from_secs(1)).await, Some("a"));
+            assert_eq!(started.elapsed(), delay);
+            q.done(&"a");
+            q.add("a");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn forget_resets_the_backoff() {
+        let q = queue();
+        q.add_rate_limited("a");
+        q.add_rate_limited("a");
+        assert_eq!(q.add_rate_limited("a"), BASE * 4);
+        q.forget(&"a");
+        assert_eq!(q.add_rate_limited("a"), BASE);
+        q.forget(&"b");
+        assert_eq!(
+            q.add_rate_limited("b"),
+            BASE,
+            "forgetting an unknown key is harmless"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_while_dirty_comes_back_at_once_and_after_the_backoff() {
+        // client-go's order: a key added during a failing reconcile is reconciled again at
+        // once (newer input), and the backoff's add still follows.
+        let q = queue();
+        q.add("a");
+        let key = q.next().await.unwrap();
+        q.add("a");
+        q.add_rate_limited(key);
+        q.done(&key);
+        assert_eq!(q.len(), 1);
+        let key = q.next().await.unwrap();
+        q.done(&key);
+        let started = Instant::now();
+        assert_eq!(next_within(&q, Duration::from_secs(1)).await, Some("a"));
+        assert_eq!(started.elapsed(), BASE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_waits_out_the_delay() {
+        let q = queue();
+        let started = Instant::now();
+        q.add_after("a", Duration::from_secs(3));
+        assert!(q.is_empty());
+        tokio::time::sleep(Duration::from_millis(2999)).await;
+        assert!(q.is_empty(), "not before its delay");
+        assert_eq!(next_within(&q, Duration::from_secs(10)).await, Some("a"));
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_zero_adds_at_once() {
+        let q = queue();
+        q.add_after("a", Duration::ZERO);
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_earliest_pending_delay_wins() {
+        let q = queue();
+        let started = Instant::now();
+        q.add_after("a", Duration::from_secs(5));
+        q.add_after("a", Duration::from_secs(1));
+        q.add_after("b", Duration::from_secs(2));
+        q.add_after("b", Duration::from_secs(6));
+        assert_eq!(next_within(&q, Duration::from_secs(10)).await, Some("a"));
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+        q.done(&"a");
+        assert_eq!(next_within(&q, Duration::from_secs(10)).await, Some("b"));
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        q.done(&"b");
+        assert_eq!(
+            next_within(&q, Duration::from_secs(60)).await,
+            None,
+            "the superseded delays add nothing"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_key_already_waiting_is_not_queued_twice() {
+        let q = queue();
+        q.add_after("a", Duration::from_secs(1));
+        q.add("a");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_wakes_every_waiting_worker_with_none() {
+        let q = queue();
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.next().await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        q.shut_down();
+        for worker in workers {
+            let got = tokio::time::timeout(Duration::from_secs(1), worker).await;
+            assert_eq!(got.unwrap().unwrap(), None);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shut_down_queue_hands_out_and_accepts_nothing() {
+        let q = queue();
+        q.add("waiting");
+        q.add("busy");
+        let busy = q.next().await.unwrap();
+        q.add("busy");
+        q.add_after("delayed", Duration::from_secs(1));
+        q.shut_down();
+        assert_eq!(q.next().await, None, "keys still waiting are not handed out");
+        q.add("late");
+        q.add_after("late", Duration::from_secs(1));
+        q.add_rate_limited("late");
+        q.done(&busy);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(q.len(), 1, "only the key waiting before the shutdown");
+        assert_eq!(q.next().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn oldest_wait_is_the_wait_of_the_front_key() {
+        let q = queue();
+        assert_eq!(q.oldest_wait(), Duration::ZERO);
+        q.add("a");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        q.add("b");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(q.oldest_wait(), Duration::from_secs(5));
+        q.add("a");
+        assert_eq!(
+            q.oldest_wait(),
+            Duration::from_secs(5),
+            "a re-add keeps its place and age"
+        );
+        let a = q.next().await.unwrap();
+        assert_eq!(q.oldest_wait(), Duration::from_secs(2));
+        q.add(a);
+        q.done(&a);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        q.next().await.unwrap();
+        assert_eq!(
+            q.oldest_wait(),
+            Duration::from_secs(1),
+            "requeued on done: waits anew"
+        );
+        q.next().await.unwrap();
+        assert_eq!(q.oldest_wait(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_queue_leaves_its_timers_harmless() {
+        let q = queue();
+        q.add_after("a", Duration::from_secs(1));
+        let weak = Arc::downgrade(&q.inner);
+        drop(q);
+        assert!(weak.upgrade().is_none(), "timers do not keep the queue alive");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
