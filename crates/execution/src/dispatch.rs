@@ -357,13 +357,7 @@ fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc
 /// instead of scanning every Work (a scan made each reconcile O(Works) and a propagation run
 /// of N templates O(N²)).
 pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, Arc<Work>> {
-    let mut clusters: BTreeSet<String> = ctx
-        .stores
-        .clusters
-        .state()
-        .iter()
-        .map(|c| c.name_any())
-        .collect();
+    let mut clusters: BTreeSet<String> = ctx.stores.clusters.state().iter().map(|c| c.name_any()).collect();
     // Works may remain in the namespace of a cluster that is no longer registered.
     clusters.extend(
         ctx.stores
