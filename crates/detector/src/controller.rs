@@ -268,6 +268,9 @@ impl Detector {
                 Change::Synced => {
                     this.synced.propagation_policies.store(true, Ordering::Release);
                     this.resync_policies();
+                    // With no policies nothing else re-evaluates readiness until the kind
+                    // manager's next 30 s tick; the last cache to sync must do it.
+                    this.update_readiness();
                 }
             },
         );
@@ -284,6 +287,7 @@ impl Detector {
                         .cluster_propagation_policies
                         .store(true, Ordering::Release);
                     this.resync_policies();
+                    this.update_readiness();
                 }
             },
         );
@@ -1305,7 +1309,11 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
     F: FnMut(Change<'_, K>) + Send,
 {
-    let stream = watcher::watcher(api, Config::default()).default_backoff();
+    // managedFields are never read here and can be as large as the object itself: keep them
+    // out of the cache.
+    let stream = watcher::watcher(api, Config::default())
+        .default_backoff()
+        .modify(|object| kube::ResourceExt::managed_fields_mut(object).clear());
     let stream = reflector::reflector(writer, stream);
     futures::pin_mut!(stream);
     let mut seen_error = HashSet::new();
