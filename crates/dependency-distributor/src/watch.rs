@@ -106,8 +106,10 @@ pub async fn watch_bindings<K>(
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let cluster_scoped = part == SyncPart::ClusterResourceBindings;
+    // managedFields are never read from the cache: keep them out of it.
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(|object| kube::ResourceExt::managed_fields_mut(object).clear())
         .boxed();
     let mut listed: HashSet<BindingKey> = HashSet::new();
     loop {

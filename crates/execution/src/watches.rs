@@ -215,7 +215,13 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
     F: FnMut(&watcher::Event<K>) + Send + 'static,
 {
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    // managedFields are never read from the caches and can be as large as the object itself
+    // (a Work's manifests): keep them out.
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).modify(|object| object.managed_fields_mut().clear()),
+    )
+    .default_backoff();
     tokio::spawn(async move {
         let mut stream: std::pin::Pin<
             Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>,
