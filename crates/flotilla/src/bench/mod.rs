@@ -100,6 +100,8 @@ pub struct BenchOptions {
     pub deps: bool,
     /// Templates of the policy-change scenario.
     pub policy_templates: usize,
+    /// `flotilla activate --max` run after the policy-change scenario's Lazy edit (0: skip).
+    pub activate_max: usize,
     /// Concurrent writes while creating templates.
     pub parallel: usize,
     /// How long one wait may take before the scenario fails.
@@ -128,6 +130,7 @@ impl Default for BenchOptions {
             scale: 1,
             deps: true,
             policy_templates: 500,
+            activate_max: 100,
             parallel: 16,
             timeout: Duration::from_secs(600),
             lazy_window: Duration::from_secs(5),

@@ -435,6 +435,38 @@ pub struct ChangeReport {
     /// Lazy only: whether the control plane reported observing the new policy generation
     /// before the observation window (else the window alone was waited).
     pub observed_by_detector: Option<bool>,
+    /// Lazy only: policy update to the policy's `status.observedGeneration` reaching it, i.e.
+    /// the time the detector took to process the edit (re-evaluate every claimed template and
+    /// mark them pending), seconds.
+    pub detector_seconds: Option<f64>,
+}
+
+/// `flotilla activate --max N` on the Lazy policy's templates after the edit.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ActivationReport {
+    /// `--max`.
+    pub max: usize,
+    /// Templates `flotilla activate` reported activated.
+    pub activated: usize,
+    /// Bindings whose spec changed after the activation.
+    pub binding_spec_writes: usize,
+    /// Templates in the new cluster after the activation (and the observation window).
+    pub in_new_cluster: usize,
+    /// Templates left in the old cluster.
+    pub in_old_cluster: usize,
+    /// Activation request to the last activated template in the new cluster, seconds.
+    pub seconds: f64,
+}
+
+impl ActivationReport {
+    /// Whether exactly `max` templates moved, and only they.
+    pub fn ok(&self, templates: usize) -> bool {
+        let moved = self.max.min(templates);
+        self.activated == moved
+            && self.binding_spec_writes == moved
+            && self.in_new_cluster == moved
+            && self.in_old_cluster == templates - moved
+    }
 }
 
 /// Policy change: eager (time until the members reflect it) and lazy (writes: must be 0).
@@ -448,6 +480,10 @@ pub struct PolicyChangeReport {
     pub lazy: ChangeReport,
     /// Whether the lazy change wrote nothing.
     pub lazy_ok: bool,
+    /// `flotilla activate --max` after the lazy change (`--activate-max 0`: skipped).
+    pub activation: Option<ActivationReport>,
+    /// Whether the activation moved exactly its templates.
+    pub activation_ok: Option<bool>,
 }
 
 impl PolicyChangeReport {
@@ -462,7 +498,7 @@ impl PolicyChangeReport {
                 expect.to_owned(),
             ]
         };
-        format!(
+        let changes = format!(
             "policy-change: placement member1 -> member2 of a policy matching {} templates\n{}",
             self.templates,
             table(
@@ -486,7 +522,25 @@ impl PolicyChangeReport {
                     ),
                 ]
             )
-        )
+        );
+        let detector = self.lazy.detector_seconds.map_or_else(
+            || "the detector did not report observing the Lazy edit (observedGeneration)".to_owned(),
+            |s| format!("detector processed the Lazy edit (observedGeneration) in {s:.2}s"),
+        );
+        let activation = match (&self.activation, self.activation_ok) {
+            (Some(a), Some(ok)) => format!(
+                "\nflotilla activate --max {}: activated {}, binding spec writes {}, in member2 {}, left in member1 {}, {:.2}s ({})",
+                a.max,
+                a.activated,
+                a.binding_spec_writes,
+                a.in_new_cluster,
+                a.in_old_cluster,
+                a.seconds,
+                if ok { "exactly those moved: ok" } else { "VIOLATED" }
+            ),
+            _ => String::new(),
+        };
+        format!("{changes}\n{detector}{activation}")
     }
 }
 
@@ -589,6 +643,7 @@ pub async fn policy_change(
             ),
             member_writes: member_writes(&arrivals, &namespace).total() - writes_before.total(),
             observed_by_detector: None,
+            detector_seconds: None,
         };
 
         // Lazy.
@@ -598,30 +653,103 @@ pub async fn policy_change(
         let bindings_before = workload::binding_generations(cp, &namespace).await?;
         let writes_before = member_writes(&arrivals, &namespace);
         let generation = workload::move_policy(cp, &namespace, "bench", &second).await?;
+        let edited = Instant::now();
         let observed =
-            wait_policy_observed(cp, &namespace, "bench", generation, Duration::from_secs(30)).await;
+            wait_policy_observed(cp, &namespace, "bench", generation, Duration::from_secs(120)).await;
+        let detector_seconds = observed.then(|| round(edited.elapsed().as_secs_f64(), 2));
         // Writes caused by the change would follow the detector's observation within moments;
         // watch for them over the window.
         tokio::time::sleep(options.lazy_window).await;
+        let bindings_before_activation = workload::binding_generations(cp, &namespace).await?;
         let lazy = ChangeReport {
             seconds: None,
-            binding_spec_writes: changed(
-                &bindings_before,
-                &workload::binding_generations(cp, &namespace).await?,
-            ),
+            binding_spec_writes: changed(&bindings_before, &bindings_before_activation),
             member_writes: member_writes(&arrivals, &namespace).total() - writes_before.total(),
             observed_by_detector: Some(observed),
+            detector_seconds,
+        };
+        let activation = if options.activate_max > 0 {
+            Some(
+                activate_some(
+                    cp,
+                    options,
+                    &namespace,
+                    &arrivals,
+                    templates,
+                    &bindings_before_activation,
+                )
+                .await?,
+            )
+        } else {
+            None
         };
         Ok(PolicyChangeReport {
             templates,
             lazy_ok: lazy.binding_spec_writes == 0 && lazy.member_writes == 0,
             eager,
             lazy,
+            activation_ok: activation.as_ref().map(|a| a.ok(templates)),
+            activation,
         })
     }
     .await;
     arrivals.stop();
     result
+}
+
+/// Runs `flotilla activate deployments --max N` in `namespace` (Lazy, edited to member2), waits
+/// until member2 holds the activated templates, watches the observation window for more, and
+/// counts what moved.
+async fn activate_some(
+    cp: &kube::Client,
+    options: &BenchOptions,
+    namespace: &str,
+    arrivals: &Arrivals,
+    templates: usize,
+    bindings_before: &std::collections::BTreeMap<String, i64>,
+) -> Result<ActivationReport, BenchError> {
+    let max = options.activate_max;
+    let moved = max.min(templates);
+    progress(&format!("policy-change: flotilla activate --max {max} ..."));
+    let started = Instant::now();
+    let report = crate::activate::run(
+        cp,
+        &crate::activate::ActivateOptions {
+            targets: vec!["deployments".to_owned()],
+            namespace: Some(namespace.to_owned()),
+            max: Some(max),
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| BenchError::Invalid(format!("flotilla activate --max {max} in {namespace}: {e}")))?;
+    wait(
+        arrivals,
+        &format!("{moved} activated templates in member2"),
+        options.timeout,
+        |v| v.count(1, Kind::Deployment, namespace) >= moved,
+    )
+    .await?;
+    let seconds = round(started.elapsed().as_secs_f64(), 2);
+    // Anything activated beyond --max would show up within the window.
+    tokio::time::sleep(options.lazy_window).await;
+    let (in_new_cluster, in_old_cluster) = arrivals.with(|v| {
+        (
+            v.count(1, Kind::Deployment, namespace),
+            v.count(0, Kind::Deployment, namespace),
+        )
+    });
+    Ok(ActivationReport {
+        max,
+        activated: report.activated.len(),
+        binding_spec_writes: changed(
+            bindings_before,
+            &workload::binding_generations(cp, namespace).await?,
+        ),
+        in_new_cluster,
+        in_old_cluster,
+        seconds,
+    })
 }
 
 /// Waits until the policy's `status.observedGeneration` reaches `generation`; false when the
