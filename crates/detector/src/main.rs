@@ -1,11 +1,5 @@
 //! `flotilla-detector`: parses flags and runs [`flotilla_detector::run`].
 
-// Many small, short-lived JSON allocations across threads: glibc malloc's per-thread arenas
-// fragmented (RSS kept growing with the caches); mimalloc returns memory and is faster here
-// (see docs/benchmarks.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -1,11 +1,5 @@
 //! `flotilla-scheduler`: parses flags and runs [`flotilla_scheduler::service`].
 
-// Many small, short-lived JSON allocations across threads: glibc malloc's per-thread arenas
-// fragmented (RSS kept growing with the caches); mimalloc returns memory and is faster here
-// (see docs/benchmarks.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use clap::Parser;
 
 /// flotilla's scheduler: decides the target clusters of every binding.
