@@ -779,6 +779,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn activation_must_move_exactly_max_templates() {
+        let report = |activated, writes, new, old| ActivationReport {
+            max: 100,
+            activated,
+            binding_spec_writes: writes,
+            in_new_cluster: new,
+            in_old_cluster: old,
+            seconds: 1.0,
+        };
+        assert!(report(100, 100, 100, 400).ok(500));
+        // One more moved than asked, a binding written without moving, one left behind.
+        assert!(!report(101, 101, 101, 399).ok(500));
+        assert!(!report(100, 101, 100, 400).ok(500));
+        assert!(!report(100, 100, 99, 401).ok(500));
+        // Fewer templates than --max: all of them move.
+        assert!(report(50, 50, 50, 0).ok(50));
+        assert!(!report(50, 50, 50, 0).ok(60));
+    }
+
+    #[test]
     fn changed_counts_moved_and_new_generations() {
         let before = [("a".to_owned(), 1), ("b".to_owned(), 1)].into();
         let after = [("a".to_owned(), 1), ("b".to_owned(), 2), ("c".to_owned(), 1)].into();
