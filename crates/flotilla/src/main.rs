@@ -180,6 +180,9 @@ struct BenchArgs {
     /// Templates of the policy-change scenario.
     #[arg(long)]
     policy_templates: Option<usize>,
+    /// `flotilla activate --max N` after the policy-change scenario's Lazy edit (0 skips it).
+    #[arg(long)]
+    activate_max: Option<usize>,
     /// Concurrent writes while creating templates.
     #[arg(long, default_value_t = 16)]
     parallel: usize,
@@ -435,6 +438,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     set(&mut options.members, args.members);
     set(&mut options.scale, args.scale);
     set(&mut options.policy_templates, args.policy_templates);
+    set(&mut options.activate_max, args.activate_max);
     if let Some(deps) = args.deps {
         options.deps = deps;
     }
