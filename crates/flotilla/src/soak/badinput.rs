@@ -101,15 +101,21 @@ fn valid_deployment(namespace: &str, name: &str) -> Value {
     })
 }
 
-/// Names that are not DNS-1123 subdomains.
+/// Names that are not DNS-1123 subdomains; `#` is replaced by the case number (where the
+/// number cannot make the name valid: a trailing dash must stay last).
 const BAD_NAMES: [&str; 6] = [
-    "Bad_Name",
-    "-leading-dash",
-    "UPPER",
-    "a..b",
-    "spaces in name",
-    "trailing-",
+    "Bad_Name#",
+    "-leading-dash#",
+    "UPPER#",
+    "a..b#",
+    "spaces in name#",
+    "trailing#-",
 ];
+
+/// Bad name pattern `pattern` for case `i`.
+fn bad_name(pattern: &str, i: usize) -> String {
+    pattern.replace('#', &i.to_string())
+}
 
 /// Label selectors that do not parse or violate the label syntax.
 fn bad_selector(rng: &mut Rng) -> Value {
@@ -223,7 +229,7 @@ pub fn cases(namespace: &str, count: usize, seed: u64) -> Vec<Case> {
         let case = match i % 8 {
             // Invalid names, on any kind.
             0 => {
-                let bad = format!("{}{i}", rng.pick(&BAD_NAMES));
+                let bad = bad_name(*rng.pick(&BAD_NAMES), i);
                 let (target, body) = if rng.below(2) == 0 {
                     (Target::Policy, valid_policy(namespace, &bad))
                 } else {
@@ -339,6 +345,19 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn bad_names_stay_invalid_with_any_case_number() {
+        for pattern in BAD_NAMES {
+            for i in [0, 7, 40, 248, 10_000] {
+                let name = bad_name(pattern, i);
+                assert!(
+                    !flotilla_api::validation::is_dns1123_subdomain(&name),
+                    "{name:?} is a valid name"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_same_seed_gives_the_same_storm() {
