@@ -210,7 +210,44 @@ impl Env {
         for service in options.services {
             env.wait_service_ready(service).await;
         }
+        if env.services.contains_key(&Service::Execution) {
+            env.wait_clusters_ready().await;
+        }
         env
+    }
+
+    /// Waits until execution has probed every member and marked its Cluster `Ready`, as an
+    /// operator would before relying on the installation: a template created earlier is
+    /// unschedulable at first and placed only when the clusters become ready, which is a test
+    /// of its own, not what every scenario should start with.
+    async fn wait_clusters_ready(&self) {
+        let client = self.control_plane_client().await;
+        let clusters: kube::Api<flotilla_api::Cluster> = kube::Api::all(client);
+        let expected = self.members.len();
+        crate::wait::eventually(
+            "every member Cluster to be Ready",
+            Duration::from_secs(60),
+            || {
+                let clusters = clusters.clone();
+                async move {
+                    let Ok(list) = clusters.list(&Default::default()).await else {
+                        return false;
+                    };
+                    let ready = list
+                        .items
+                        .iter()
+                        .filter(|c| {
+                            c.status.as_ref().is_some_and(|s| {
+                                flotilla_api::conditions::find(&s.conditions, "Ready")
+                                    .is_some_and(|c| c.status == "True")
+                            })
+                        })
+                        .count();
+                    ready >= expected
+                }
+            },
+        )
+        .await;
     }
 
     fn address(&self, service: Service) -> String {

@@ -313,11 +313,17 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
     watches.insert(key, handle);
 }
 
+/// The first retry of a member not seen ready yet; doubles up to the probe period.
+const FIRST_PROBE_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Probes `member` every probe period (or when a worker saw it fail) and writes the Cluster's
 /// `Ready` condition and `kubernetesVersion`. When the member becomes ready again, every Work of
 /// the cluster is queued so it catches up at once.
 pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
     let mut was_ready: Option<bool> = None;
+    // Until the member has been seen ready once (a cluster just joined, its credentials or this
+    // replica's ownership not there yet), probe again soon instead of a whole period later.
+    let mut retry = FIRST_PROBE_RETRY;
     loop {
         // Only the cluster's owner probes it and writes its status.
         let ready = if ctx.owns(&crate::context::cluster_shard(&member.name)) {
@@ -332,9 +338,16 @@ pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
         if ready.is_some() {
             was_ready = ready;
         }
+        let wait = if was_ready == Some(true) {
+            ctx.settings.probe_period
+        } else {
+            let wait = retry.min(ctx.settings.probe_period);
+            retry = retry.saturating_mul(2);
+            wait
+        };
         tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(ctx.settings.probe_period) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = member.probe_now.notified() => {}
         }
     }

@@ -28,6 +28,19 @@ const CONCURRENCY: u16 = 16;
 const RESYNC: Duration = Duration::from_secs(600);
 /// Backoff after a failed attempt (API error, too many conflicts, inventory not synced).
 const RETRY: Duration = Duration::from_secs(2);
+/// An unschedulable binding is tried again this often, besides on every inventory change: the
+/// change that makes it schedulable may have been seen by another replica first (whose decision
+/// this replica's stale view then overwrote), or may not show in the inventory at all.
+const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
+
+/// When a watch-triggered binding is looked at again without events.
+fn next_attempt(report: &crate::reconcile::Report) -> Duration {
+    if report.unschedulable.is_some() {
+        UNSCHEDULABLE_RETRY
+    } else {
+        RESYNC
+    }
+}
 
 /// A running controller for one binding kind.
 pub struct Running<K: BindingObject> {
@@ -64,8 +77,8 @@ where
 
 async fn reconcile<K: BindingObject>(binding: Arc<K>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let key = binding.key();
-    schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await?;
-    Ok(Action::requeue(RESYNC))
+    let report = schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await?;
+    Ok(Action::requeue(next_attempt(&report)))
 }
 
 fn error_policy<K: BindingObject>(binding: Arc<K>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
@@ -98,5 +111,31 @@ pub async fn report_unschedulable<A: BindingObject, B: BindingObject>(
             () = shutdown.cancelled() => return,
             _ = tick.tick() => metrics().set_unschedulable(count_unschedulable(&a) + count_unschedulable(&b)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::{Outcome, Report};
+
+    fn report(unschedulable: Option<&str>) -> Report {
+        Report {
+            outcome: Outcome::Unchanged,
+            clusters: Vec::new(),
+            observed_generation: Some(1),
+            generation: 1,
+            unschedulable: unschedulable.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn unschedulable_bindings_are_tried_again_soon() {
+        assert_eq!(
+            next_attempt(&report(Some("0/3 clusters are available"))),
+            UNSCHEDULABLE_RETRY
+        );
+        assert_eq!(next_attempt(&report(None)), RESYNC);
+        assert!(UNSCHEDULABLE_RETRY < RESYNC);
     }
 }
