@@ -405,12 +405,50 @@ spec:
         }
         (out.len() == count as usize).then_some(out)
     };
-    let settled = wait_until(
-        "all 50 bindings to be scheduled at their generation",
-        TIMEOUT,
-        snapshot,
-    )
-    .await;
+    // Not `wait_until`: when this times out, say which bindings did not settle and how.
+    let deadline = Instant::now() + TIMEOUT;
+    let settled = loop {
+        if let Some(settled) = snapshot().await {
+            break settled;
+        }
+        if Instant::now() > deadline {
+            let list = bindings.list(&ListParams::default()).await.unwrap();
+            let unsettled: Vec<String> = list
+                .items
+                .iter()
+                .filter_map(|b| {
+                    let value = serde_json::to_value(b).ok()?;
+                    let generation = value["metadata"]["generation"].as_i64();
+                    let observed = value["status"]["schedulerObservedGeneration"].as_i64();
+                    let scheduled = fixtures::condition(&value, "Scheduled").cloned();
+                    let ok = observed == generation
+                        && scheduled.as_ref().is_some_and(|c| c["status"] == "True");
+                    (!ok).then(|| {
+                        format!(
+                            "{}: generation {generation:?}, schedulerObservedGeneration {observed:?}, Scheduled {}, clusters {}",
+                            value["metadata"]["name"],
+                            scheduled.map_or("absent".to_owned(), |c| c.to_string()),
+                            value["spec"]["clusters"]
+                        )
+                    })
+                })
+                .collect();
+            let names: std::collections::BTreeSet<String> = list
+                .items
+                .iter()
+                .filter_map(|b| b.metadata.name.clone())
+                .collect();
+            let missing: Vec<String> = (0..count)
+                .map(|i| format!("app-{i}-deployment"))
+                .filter(|n| !names.contains(n))
+                .collect();
+            panic!(
+                "timed out after {TIMEOUT:?} waiting for all 50 bindings to be scheduled at their generation; missing bindings: {missing:?}; not settled:\n{}",
+                unsettled.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     // Two replicas racing on the same bindings would flap spec.clusters (each change bumps the
     // generation); optimistic concurrency makes them agree, so nothing moves any more.
     stays(

@@ -522,10 +522,18 @@ impl Detector {
         let this = Arc::clone(self);
         let flag = Arc::clone(&synced);
         let kind = gvk.clone();
+        let listed = store.clone();
         let task = tokio::spawn(watch(api, writer, move |event| match event {
             Change::Applied(object) | Change::Deleted(object) => this.template_changed(&kind, object),
             Change::Synced => {
                 flag.store(true, Ordering::Release);
+                // The reflector publishes a (re)list's objects only when it completes: a worker
+                // that picked up one of the list's keys earlier found no template and ignored
+                // it. Now that the cache holds them, queue them all (found by ha.rs: with a
+                // policy created after its templates, some never got a binding).
+                for object in listed.state() {
+                    this.template_changed(&kind, &object);
+                }
                 this.update_readiness();
             }
         }));
