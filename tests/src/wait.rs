@@ -4,10 +4,27 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
-pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
+{
+    wait_until_explained(what, timeout, check, || async { String::new() }).await
+}
+
+/// [`wait_until`], adding what `explain` reports (e.g. which objects are not there yet) to the
+/// panic message on timeout.
+pub async fn wait_until_explained<T, F, Fut, E, EFut>(
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+    explain: E,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+    E: FnOnce() -> EFut,
+    EFut: Future<Output = String>,
 {
     let deadline = Instant::now() + timeout;
     let mut delay = Duration::from_millis(10);
@@ -16,7 +33,9 @@ where
             return value;
         }
         if Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            let explanation = explain().await;
+            let sep = if explanation.is_empty() { "" } else { "; " };
+            panic!("timed out after {timeout:?} waiting for {what}{sep}{explanation}");
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(200));

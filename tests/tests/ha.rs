@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use flotilla_e2e::env::http_get;
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, image_of, wait_member_deployment};
-use flotilla_e2e::{Env, EnvOptions, Service, eventually, wait::stays, wait_until};
+use flotilla_e2e::wait::{stays, wait_until_explained};
+use flotilla_e2e::{Env, EnvOptions, Service, eventually, wait_until};
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
@@ -405,50 +406,50 @@ spec:
         }
         (out.len() == count as usize).then_some(out)
     };
-    // Not `wait_until`: when this times out, say which bindings did not settle and how.
-    let deadline = Instant::now() + TIMEOUT;
-    let settled = loop {
-        if let Some(settled) = snapshot().await {
-            break settled;
-        }
-        if Instant::now() > deadline {
-            let list = bindings.list(&ListParams::default()).await.unwrap();
-            let unsettled: Vec<String> = list
-                .items
-                .iter()
-                .filter_map(|b| {
-                    let value = serde_json::to_value(b).ok()?;
-                    let generation = value["metadata"]["generation"].as_i64();
-                    let observed = value["status"]["schedulerObservedGeneration"].as_i64();
-                    let scheduled = fixtures::condition(&value, "Scheduled").cloned();
-                    let ok = observed == generation
-                        && scheduled.as_ref().is_some_and(|c| c["status"] == "True");
-                    (!ok).then(|| {
-                        format!(
-                            "{}: generation {generation:?}, schedulerObservedGeneration {observed:?}, Scheduled {}, clusters {}",
-                            value["metadata"]["name"],
-                            scheduled.map_or("absent".to_owned(), |c| c.to_string()),
-                            value["spec"]["clusters"]
-                        )
-                    })
+    // On a timeout, say which bindings are missing or did not settle, and how.
+    let explain = || async {
+        let list = bindings.list(&ListParams::default()).await.unwrap();
+        let unsettled: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|b| {
+                let value = serde_json::to_value(b).ok()?;
+                let generation = value["metadata"]["generation"].as_i64();
+                let observed = value["status"]["schedulerObservedGeneration"].as_i64();
+                let scheduled = fixtures::condition(&value, "Scheduled").cloned();
+                let ok = observed == generation
+                    && scheduled.as_ref().is_some_and(|c| c["status"] == "True");
+                (!ok).then(|| {
+                    format!(
+                        "{}: generation {generation:?}, schedulerObservedGeneration {observed:?}, Scheduled {}, clusters {}",
+                        value["metadata"]["name"],
+                        scheduled.map_or("absent".to_owned(), |c| c.to_string()),
+                        value["spec"]["clusters"]
+                    )
                 })
-                .collect();
-            let names: std::collections::BTreeSet<String> = list
-                .items
-                .iter()
-                .filter_map(|b| b.metadata.name.clone())
-                .collect();
-            let missing: Vec<String> = (0..count)
-                .map(|i| format!("app-{i}-deployment"))
-                .filter(|n| !names.contains(n))
-                .collect();
-            panic!(
-                "timed out after {TIMEOUT:?} waiting for all 50 bindings to be scheduled at their generation; missing bindings: {missing:?}; not settled:\n{}",
-                unsettled.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+            })
+            .collect();
+        let names: std::collections::BTreeSet<String> = list
+            .items
+            .iter()
+            .filter_map(|b| b.metadata.name.clone())
+            .collect();
+        let missing: Vec<String> = (0..count)
+            .map(|i| format!("app-{i}-deployment"))
+            .filter(|n| !names.contains(n))
+            .collect();
+        format!(
+            "missing bindings: {missing:?}; not settled:\n{}",
+            unsettled.join("\n")
+        )
     };
+    let settled = wait_until_explained(
+        "all 50 bindings to be scheduled at their generation",
+        TIMEOUT,
+        snapshot,
+        explain,
+    )
+    .await;
     // Two replicas racing on the same bindings would flap spec.clusters (each change bumps the
     // generation); optimistic concurrency makes them agree, so nothing moves any more.
     stays(

@@ -314,7 +314,7 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
 }
 
 /// The first retry of a member not seen ready yet; doubles up to the probe period.
-const FIRST_PROBE_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+const FIRST_PROBE_RETRY: Duration = Duration::from_millis(250);
 
 /// Probes `member` every probe period (or when a worker saw it fail) and writes the Cluster's
 /// `Ready` condition and `kubernetesVersion`. When the member becomes ready again, every Work of
