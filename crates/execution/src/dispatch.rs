@@ -113,6 +113,13 @@ pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
 
 /// Reconciles binding `key` (serialised with any other reconcile of it), inside an
 /// `execution.dispatch` span.
+///
+/// A call carries its trace; a dispatch picked up from the watch-driven queue continues the
+/// trace stored on the binding (`flotilla.io/traceparent`) while the binding's scheduled
+/// generation is not dispatched yet, and only links to it otherwise. That choice is made on the
+/// binding read under the lock, never on the watch cache: the cache may predate the scheduler's
+/// decision that this very reconcile carries out, and the span's parent cannot change once the
+/// span has been entered.
 pub async fn reconcile_binding(
     ctx: &Arc<Context>,
     key: &BindingKey,
@@ -130,18 +137,19 @@ pub async fn reconcile_binding(
             ..Default::default()
         });
     }
-    if tracing::Span::current().is_none() {
-        // Picked up from the watch-driven queue, not from a call carrying the trace.
-        if let Some((traceparent, pending)) = cached_trace(ctx, key) {
-            flotilla_telemetry::propagation::follow_traceparent(&span, &traceparent, pending);
-        }
-    }
+    let called = !tracing::Span::current().is_none();
     let started = Instant::now();
     let result = async {
         let _guard = ctx.binding_locks.lock(key).await;
-        reconcile_locked(ctx, key).await
+        let binding = get_binding(ctx, key).await?;
+        if let Some(binding) = &binding {
+            follow_stored_trace(&span, binding, called);
+        }
+        match binding {
+            Some(binding) => reconcile_locked(ctx, key, binding).instrument(span.clone()).await,
+            None => Ok(DispatchOutcome::default()),
+        }
     }
-    .instrument(span.clone())
     .await;
     let outcome = match &result {
         Ok(o) if !o.found => "not-found",
@@ -160,30 +168,20 @@ pub async fn reconcile_binding(
     result
 }
 
-/// The cached binding's `flotilla.io/traceparent` and whether its change still waits for
-/// dispatch ([`dispatch_pending`]).
-fn cached_trace(ctx: &Context, key: &BindingKey) -> Option<(String, bool)> {
-    fn of(meta: &ObjectMeta, status: Option<&ResourceBindingStatus>) -> Option<(String, bool)> {
-        let traceparent = meta.annotations.as_ref()?.get(TRACE_PARENT_ANNOTATION)?.clone();
-        let pending = dispatch_pending(meta.generation, status);
-        Some((traceparent, pending))
-    }
-    match key.kind {
-        BindingKind::ResourceBinding => {
-            let cached = ctx
-                .stores
-                .bindings
-                .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))?;
-            of(&cached.metadata, cached.status.as_ref())
-        }
-        BindingKind::ClusterResourceBinding => {
-            let cached = ctx
-                .stores
-                .cluster_bindings
-                .get(&kube::runtime::reflector::ObjectRef::new(&key.name))?;
-            of(&cached.metadata, cached.status.as_ref())
-        }
-    }
+/// Ties the not-yet-entered `span` to the change recorded on `binding`: a called dispatch is
+/// already in the caller's trace and links to the stored one; a watch-picked dispatch becomes
+/// its child while the change is undispatched (see [`dispatch_pending`]).
+fn follow_stored_trace(span: &tracing::Span, binding: &BindingObject, called: bool) {
+    let Some(traceparent) = binding
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TRACE_PARENT_ANNOTATION))
+    else {
+        return;
+    };
+    let pending = !called && dispatch_pending(binding.metadata.generation, binding.status.as_ref());
+    flotilla_telemetry::propagation::follow_traceparent(span, traceparent, pending);
 }
 
 /// Whether a binding's scheduled generation is not dispatched yet (no `FullyApplied` written
@@ -196,18 +194,11 @@ pub fn dispatch_pending(generation: Option<i64>, status: Option<&ResourceBinding
     scheduled && !dispatched
 }
 
-async fn reconcile_locked(ctx: &Arc<Context>, key: &BindingKey) -> Result<DispatchOutcome, ExecutionError> {
-    let Some(binding) = get_binding(ctx, key).await? else {
-        return Ok(DispatchOutcome::default());
-    };
-    if let Some(traceparent) = binding
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(TRACE_PARENT_ANNOTATION))
-    {
-        flotilla_telemetry::propagation::link_to_traceparent(&tracing::Span::current(), traceparent);
-    }
+async fn reconcile_locked(
+    ctx: &Arc<Context>,
+    key: &BindingKey,
+    binding: BindingObject,
+) -> Result<DispatchOutcome, ExecutionError> {
     let uid = binding.metadata.uid.clone().unwrap_or_default();
     if binding.metadata.deletion_timestamp.is_some() {
         finalize(ctx, key, &binding, &view_of(key, &uid, &binding)).await?;
@@ -310,7 +301,7 @@ async fn reconcile_locked(ctx: &Arc<Context>, key: &BindingKey) -> Result<Dispat
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    write_status(ctx, key, &binding, &existing, template.as_ref()).await?;
+    write_status(ctx, key, &binding, &existing, template.as_ref(), scheduled).await?;
     Ok(outcome)
 }
 
@@ -584,27 +575,36 @@ async fn get_template(ctx: &Context, spec: &ResourceBindingSpec) -> Result<Optio
 
 /// Writes the binding's `aggregatedStatus` and `FullyApplied`, and the template's status,
 /// when they changed.
+///
+/// `FullyApplied` is written only for a `scheduled` generation: its `observedGeneration` says
+/// which generation execution has dispatched, so a generation the scheduler has not decided yet
+/// keeps the condition of the last one dispatched (a watch-picked dispatch of the new generation
+/// then still continues the trace of the change, see [`dispatch_pending`]).
 async fn write_status(
     ctx: &Context,
     key: &BindingKey,
     binding: &BindingObject,
     existing: &BTreeMap<String, Arc<Work>>,
     template: Option<&Value>,
+    scheduled: bool,
 ) -> Result<(), ExecutionError> {
     let targets: Vec<String> = binding.spec.cluster_names().map(str::to_owned).collect();
     let works: BTreeMap<String, &Work> = existing.iter().map(|(c, w)| (c.clone(), w.as_ref())).collect();
     let items = aggregated_items(&targets, &works);
     let mut status = binding.status.clone().unwrap_or_default();
-    let (applied, reason, message) = fully_applied(&items);
-    let mut changed = flotilla_api::conditions::set(
-        &mut status.conditions,
-        conditions::FULLY_APPLIED,
-        applied,
-        reason,
-        message,
-        binding.metadata.generation,
-        Timestamp::now(),
-    );
+    let mut changed = false;
+    if scheduled {
+        let (applied, reason, message) = fully_applied(&items);
+        changed = flotilla_api::conditions::set(
+            &mut status.conditions,
+            conditions::FULLY_APPLIED,
+            applied,
+            reason,
+            message,
+            binding.metadata.generation,
+            Timestamp::now(),
+        );
+    }
     if status.aggregated_status != items {
         status.aggregated_status = items.clone();
         changed = true;
