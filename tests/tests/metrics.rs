@@ -111,6 +111,18 @@ spec:
         "{detector}"
     );
 
+    // The scheduler reports its queue per binding kind (every 5 s).
+    eventually("the scheduler to report its ResourceBinding queue", TIMEOUT, || async {
+        env.http_get(Service::Scheduler, "/metrics")
+            .await
+            .is_some_and(|(_, body)| {
+                body.contains(
+                    "flotilla_workqueue_oldest_wait_seconds{service=\"flotilla-scheduler\",queue=\"ResourceBinding\"}",
+                )
+            })
+    })
+    .await;
+
     // Readiness names its checks, leader election and membership included.
     let (_, verbose) = env.http_get(Service::Detector, "/readyz?verbose").await.unwrap();
     assert!(verbose.contains("leader-election: leader"), "{verbose}");

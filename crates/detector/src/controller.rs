@@ -9,7 +9,7 @@
 //! from the API before anything is written, so a lagging cache can never make a pending policy
 //! change take effect.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -24,16 +24,14 @@ use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::{BindingRef, ScheduleRequest};
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
 use flotilla_runtime::queue::{DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, WorkQueue, backoff};
-use futures::StreamExt;
+use flotilla_runtime::watch::{Change, run as watch};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher::Config};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -522,18 +520,10 @@ impl Detector {
         let this = Arc::clone(self);
         let flag = Arc::clone(&synced);
         let kind = gvk.clone();
-        let listed = store.clone();
         let task = tokio::spawn(watch(api, writer, move |event| match event {
             Change::Applied(object) | Change::Deleted(object) => this.template_changed(&kind, object),
             Change::Synced => {
                 flag.store(true, Ordering::Release);
-                // The reflector publishes a (re)list's objects only when it completes: a worker
-                // that picked up one of the list's keys earlier found no template and ignored
-                // it. Now that the cache holds them, queue them all (found by ha.rs: with a
-                // policy created after its templates, some never got a binding).
-                for object in listed.state() {
-                    this.template_changed(&kind, &object);
-                }
                 this.update_readiness();
             }
         }));
@@ -1299,44 +1289,4 @@ fn is_lazy_pending(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::me
     conditions
         .and_then(|c| flotilla_api::conditions::find(c, POLICY_ACTIVATED))
         .is_some_and(|c| c.status == "False" && c.reason == reasons::LAZY_ACTIVATION_PENDING)
-}
-
-/// What a watch reports to its handler.
-enum Change<'a, K> {
-    Applied(&'a K),
-    Deleted(&'a K),
-    /// The initial list (or a relist) completed.
-    Synced,
-}
-
-/// Runs a reflector-backed watch forever, reporting changes to `handle`. Watch errors are
-/// retried with kube-runtime's default backoff.
-async fn watch<K, F>(api: Api<K>, writer: reflector::store::Writer<K>, mut handle: F)
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-    F: FnMut(Change<'_, K>) + Send,
-{
-    // managedFields are never read here and can be as large as the object itself: keep them
-    // out of the cache.
-    let stream = watcher::watcher(api, Config::default())
-        .default_backoff()
-        .modify(|object| kube::ResourceExt::managed_fields_mut(object).clear());
-    let stream = reflector::reflector(writer, stream);
-    futures::pin_mut!(stream);
-    let mut seen_error = HashSet::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Apply(object) | Event::InitApply(object)) => handle(Change::Applied(&object)),
-            Ok(Event::Delete(object)) => handle(Change::Deleted(&object)),
-            Ok(Event::Init) => {}
-            Ok(Event::InitDone) => handle(Change::Synced),
-            Err(error) => {
-                let message = error.to_string();
-                if seen_error.insert(message.clone()) {
-                    tracing::warn!(error = %message, "watch failed; retrying with backoff");
-                }
-            }
-        }
-    }
 }

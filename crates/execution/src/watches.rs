@@ -14,10 +14,9 @@ use std::sync::Arc;
 
 use flotilla_api::well_known::cluster_of_execution_namespace;
 use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
-use futures::{Stream, StreamExt};
+use flotilla_runtime::watch::Change;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store, store::Writer};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -93,7 +92,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             writers.bindings,
             ctx.clone(),
             move |event| {
-                if let Some(binding) = object_of(event) {
+                if let Some(binding) = object_of(&event) {
                     ctx.binding_queue.add(BindingKey {
                         kind: BindingKind::ResourceBinding,
                         namespace: binding.namespace().unwrap_or_default(),
@@ -110,7 +109,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             writers.cluster_bindings,
             ctx.clone(),
             move |event| {
-                if let Some(binding) = object_of(event) {
+                if let Some(binding) = object_of(&event) {
                     ctx.binding_queue.add(BindingKey {
                         kind: BindingKind::ClusterResourceBinding,
                         namespace: String::new(),
@@ -128,8 +127,8 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             writers.works,
             ctx.clone(),
             move |event| {
-                let deleted = matches!(event, watcher::Event::Delete(_));
-                let Some(work) = object_of(event) else { return };
+                let deleted = matches!(event, Change::Deleted(_));
+                let Some(work) = object_of(&event) else { return };
                 let namespace = work.namespace().unwrap_or_default();
                 let Some(cluster) = cluster_of_execution_namespace(&namespace) else {
                     return;
@@ -167,8 +166,8 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             writers.clusters,
             ctx.clone(),
             move |event| {
-                let deleted = matches!(event, watcher::Event::Delete(_));
-                let Some(cluster) = object_of(event) else { return };
+                let deleted = matches!(event, Change::Deleted(_));
+                let Some(cluster) = object_of(&event) else { return };
                 let name = cluster.name_any();
                 let changed = if deleted {
                     known.remove(&name)
@@ -191,7 +190,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             writers.namespaces,
             ctx.clone(),
             move |event| {
-                if let Some(namespace) = object_of(event) {
+                if let Some(namespace) = object_of(&event) {
                     ctx.namespace_queue.add(namespace.name_any());
                 }
             },
@@ -199,43 +198,25 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     }
 }
 
-fn object_of<K>(event: &watcher::Event<K>) -> Option<&K> {
-    match event {
-        watcher::Event::Apply(object)
-        | watcher::Event::Delete(object)
-        | watcher::Event::InitApply(object) => Some(object),
-        watcher::Event::Init | watcher::Event::InitDone => None,
+fn object_of<'a, K>(change: &Change<'a, K>) -> Option<&'a K> {
+    match change {
+        Change::Applied(object) | Change::Deleted(object) => Some(object),
+        Change::Synced => None,
     }
 }
 
-/// Runs a reflector for `api` into `writer`, calling `on_event` for every event, until shutdown.
-fn run<K, F>(api: Api<K>, writer: Writer<K>, ctx: Arc<Context>, mut on_event: F)
+/// Runs the watch of `api` into `writer` on a task of its own, calling `on_change` for every
+/// change, until shutdown.
+fn run<K, F>(api: Api<K>, writer: Writer<K>, ctx: Arc<Context>, on_change: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-    F: FnMut(&watcher::Event<K>) + Send + 'static,
+    F: FnMut(Change<'_, K>) + Send + 'static,
 {
-    // managedFields are never read from the caches and can be as large as the object itself
-    // (a Work's manifests): keep them out.
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).modify(|object| object.managed_fields_mut().clear()),
-    )
-    .default_backoff();
     tokio::spawn(async move {
-        let mut stream: std::pin::Pin<
-            Box<dyn Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send>,
-        > = Box::pin(stream);
-        loop {
-            let next = tokio::select! {
-                _ = ctx.shutdown.cancelled() => return,
-                next = stream.next() => next,
-            };
-            match next {
-                Some(Ok(event)) => on_event(&event),
-                Some(Err(error)) => tracing::warn!(%error, "control-plane watch failed; retrying"),
-                None => return,
-            }
+        tokio::select! {
+            () = ctx.shutdown.cancelled() => {}
+            () = flotilla_runtime::watch::run(api, writer, on_change) => {}
         }
     });
 }

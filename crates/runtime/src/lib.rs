@@ -11,7 +11,8 @@
 //! - [`leader`]: active/standby leader election on a `coordination.k8s.io/v1` Lease;
 //! - [`membership`]: replica membership on Leases and ownership of keys, for sharded services;
 //! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership);
-//! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics).
+//! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
+//! - [`watch`]: reflector-backed watches feeding the controllers' queues.
 
 pub mod grpc;
 pub mod leader;
@@ -19,6 +20,7 @@ pub mod lease;
 pub mod membership;
 pub mod ops;
 pub mod queue;
+pub mod watch;
 
 use std::path::PathBuf;
 

@@ -1,33 +1,42 @@
-//! The watch side: one kube-runtime controller per binding kind, reconciling every binding
-//! whenever it changes and every binding whenever the cluster inventory changes. Reconciling a
-//! binding whose inputs did not change recomputes its result in memory and writes nothing, so
-//! this is cheap and needs no bookkeeping of which binding "needs" scheduling.
+//! The watch side: per binding kind, a watch into a cache and a work queue of binding keys,
+//! drained by workers that schedule each binding. Every binding is queued whenever it changes
+//! and every binding whenever the cluster inventory changes. Scheduling a binding whose inputs
+//! did not change recomputes its result in memory and writes nothing, so this is cheap and
+//! needs no bookkeeping of which binding "needs" scheduling.
 //!
 //! A missed gRPC call, a scheduler restart, a joined, removed or NotReady cluster, a changed
 //! placement or a reschedule request all arrive here as watch events.
+//!
+//! The queue is [`flotilla_runtime::queue::WorkQueue`] (one key is never scheduled by two
+//! workers at once; failures back off per key), reported as `flotilla_workqueue_depth` and
+//! `flotilla_workqueue_oldest_wait_seconds` with `queue` = the kind.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_api::conditions;
 use flotilla_api::well_known::conditions::SCHEDULED;
+use flotilla_runtime::queue::WorkQueue;
+use flotilla_runtime::watch::Change;
 use futures::StreamExt;
-use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
-use kube::{Api, Client, Resource};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::{Api, Client};
+use tokio::task::JoinSet;
 
-use crate::binding::BindingObject;
+use crate::binding::{BindingKey, BindingObject, kind_name};
 use crate::metrics::metrics;
-use crate::reconcile::{Context, ReconcileError, Trigger, schedule_binding};
+use crate::reconcile::{Context, Trigger, schedule_binding};
 
-/// Bindings reconciled at once per kind.
-const CONCURRENCY: u16 = 16;
-/// A binding is reconciled again after this long even without events (a safety net: the
+/// Workers per binding kind.
+const CONCURRENCY: usize = 16;
+/// A binding is scheduled again after this long even without events (a safety net: the
 /// watches are the guarantee).
 const RESYNC: Duration = Duration::from_secs(600);
-/// Backoff after a failed attempt (API error, too many conflicts, inventory not synced).
-const RETRY: Duration = Duration::from_secs(2);
+/// First backoff after a failed attempt (API error, too many conflicts, inventory not synced),
+/// doubling per consecutive failure of the binding up to [`RETRY_MAX`].
+const RETRY_BASE: Duration = Duration::from_millis(500);
+/// Longest backoff after failed attempts.
+const RETRY_MAX: Duration = Duration::from_secs(30);
 /// An unschedulable binding is tried again this often, besides on every inventory change: the
 /// change that makes it schedulable may have been seen by another replica first (whose decision
 /// this replica's stale view then overwrote), or may not show in the inventory at all.
@@ -46,44 +55,119 @@ fn next_attempt(report: &crate::reconcile::Report) -> Duration {
 pub struct Running<K: BindingObject> {
     /// The controller's cache of bindings of this kind.
     pub store: Store<K>,
-    /// The controller task.
+    /// Keys of bindings waiting to be scheduled.
+    pub queue: WorkQueue<BindingKey>,
+    synced: tokio::sync::watch::Receiver<bool>,
+    /// The watch, the inventory listener and the workers.
     pub task: tokio::task::JoinHandle<()>,
 }
 
+impl<K: BindingObject> Running<K> {
+    /// Waits until the cache holds its first complete list.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|synced| *synced).await;
+    }
+}
+
 /// Starts the controller for bindings of kind `K` until `shutdown`.
-pub fn start<K>(client: Client, ctx: Arc<Context>, shutdown: flotilla_runtime::Shutdown) -> Running<K>
-where
-    K: BindingObject,
-    K: Resource<DynamicType = ()>,
-{
-    let api: Api<K> = Api::all(client);
-    let controller = Controller::new(api, watcher::Config::default())
-        .with_config(Config::default().concurrency(CONCURRENCY))
-        .reconcile_all_on(ctx.inventory.changes())
-        .graceful_shutdown_on(shutdown.cancelled_owned());
-    let store = controller.store();
-    let task = tokio::spawn(async move {
-        controller
-            .run(reconcile::<K>, error_policy::<K>, ctx)
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "binding controller event");
+pub fn start<K: BindingObject>(
+    client: Client,
+    ctx: Arc<Context>,
+    shutdown: flotilla_runtime::Shutdown,
+) -> Running<K> {
+    let (store, writer) = reflector::store::<K>();
+    let queue: WorkQueue<BindingKey> = WorkQueue::new(RETRY_BASE, RETRY_MAX);
+    let (synced_tx, synced) = tokio::sync::watch::channel(false);
+    // The watch and the inventory listener run until shutdown aborts them.
+    let mut background = JoinSet::new();
+    {
+        let (queue, store) = (queue.clone(), store.clone());
+        background.spawn(flotilla_runtime::watch::run(
+            Api::<K>::all(client),
+            writer,
+            move |change| {
+                match change {
+                    Change::Applied(binding) => queue.add(binding.key()),
+                    // Nothing to schedule; a retry or resync already queued finds it gone.
+                    Change::Deleted(_) => {}
+                    Change::Synced => {
+                        synced_tx.send_replace(true);
+                        queue_all(&store, &queue);
+                    }
                 }
-            })
-            .await;
+            },
+        ));
+    }
+    {
+        let (queue, store) = (queue.clone(), store.clone());
+        let mut changes = ctx.inventory.changes();
+        background.spawn(async move {
+            while changes.next().await.is_some() {
+                queue_all(&store, &queue);
+            }
+        });
+    }
+    let mut workers = JoinSet::new();
+    for _ in 0..CONCURRENCY {
+        workers.spawn(work(ctx.clone(), store.clone(), queue.clone()));
+    }
+    let stop = queue.clone();
+    let task = tokio::spawn(async move {
+        shutdown.cancelled().await;
+        // Workers finish the binding in hand and return.
+        stop.shut_down();
+        while workers.join_next().await.is_some() {}
+        background.abort_all();
     });
-    Running { store, task }
+    Running {
+        store,
+        queue,
+        synced,
+        task,
+    }
 }
 
-async fn reconcile<K: BindingObject>(binding: Arc<K>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let key = binding.key();
-    let report = schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await?;
-    Ok(Action::requeue(next_attempt(&report)))
+fn queue_all<K: BindingObject>(store: &Store<K>, queue: &WorkQueue<BindingKey>) {
+    for binding in store.state() {
+        queue.add(binding.key());
+    }
 }
 
-fn error_policy<K: BindingObject>(binding: Arc<K>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(binding = %binding.key(), %error, "scheduling failed; retrying");
-    Action::requeue(RETRY)
+/// One worker: schedules queued bindings until the queue shuts down.
+async fn work<K: BindingObject>(ctx: Arc<Context>, store: Store<K>, queue: WorkQueue<BindingKey>) {
+    while let Some(key) = queue.next().await {
+        let reference = match &key.namespace {
+            Some(namespace) => ObjectRef::<K>::new(&key.name).within(namespace),
+            None => ObjectRef::<K>::new(&key.name),
+        };
+        // Deleted meanwhile: nothing to schedule.
+        if let Some(binding) = store.get(&reference) {
+            match schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await {
+                Ok(report) => {
+                    queue.forget(&key);
+                    queue.add_after(key.clone(), next_attempt(&report));
+                }
+                Err(error) => {
+                    let delay = queue.add_rate_limited(key.clone());
+                    tracing::warn!(binding = %key, %error, retry_in = ?delay, "scheduling failed; retrying");
+                }
+            }
+        }
+        queue.done(&key);
+    }
+}
+
+/// Reports both kinds' queues.
+fn report_queues<A: BindingObject, B: BindingObject>(a: &Running<A>, b: &Running<B>) {
+    for (kind, queue) in [(kind_name(A::KIND), &a.queue), (kind_name(B::KIND), &b.queue)] {
+        flotilla_telemetry::metrics::report_queue(
+            "flotilla-scheduler",
+            kind,
+            queue.len(),
+            queue.oldest_wait(),
+        );
+    }
 }
 
 /// Counts the bindings in `stores` whose `Scheduled` condition is `False`.
@@ -99,17 +183,20 @@ pub fn count_unschedulable<K: BindingObject>(store: &Store<K>) -> usize {
         .count()
 }
 
-/// Keeps the unschedulable-bindings gauge current from both caches until `shutdown`.
-pub async fn report_unschedulable<A: BindingObject, B: BindingObject>(
-    a: Store<A>,
-    b: Store<B>,
+/// Keeps the unschedulable-bindings gauge and the queue metrics current until `shutdown`.
+pub async fn report<A: BindingObject, B: BindingObject>(
+    a: &Running<A>,
+    b: &Running<B>,
     shutdown: flotilla_runtime::Shutdown,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = tick.tick() => metrics().set_unschedulable(count_unschedulable(&a) + count_unschedulable(&b)),
+            _ = tick.tick() => {
+                metrics().set_unschedulable(count_unschedulable(&a.store) + count_unschedulable(&b.store));
+                report_queues(a, b);
+            }
         }
     }
 }

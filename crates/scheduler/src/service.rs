@@ -108,8 +108,8 @@ async fn run_controllers(client: kube::Client, ctx: Arc<Context>, readiness: Rea
     let cluster_bindings =
         crate::controller::start::<ClusterResourceBinding>(client, ctx.clone(), shutdown.clone());
     let synced = async {
-        wait_ready(&bindings.store).await;
-        wait_ready(&cluster_bindings.store).await;
+        bindings.wait_synced().await;
+        cluster_bindings.wait_synced().await;
     };
     tokio::select! {
         () = shutdown.cancelled() => {}
@@ -118,30 +118,9 @@ async fn run_controllers(client: kube::Client, ctx: Arc<Context>, readiness: Rea
             tracing::info!("caches synced; scheduling");
         }
     }
-    let gauge = crate::controller::report_unschedulable(
-        bindings.store.clone(),
-        cluster_bindings.store.clone(),
-        shutdown.clone(),
-    );
-    gauge.await;
+    crate::controller::report(&bindings, &cluster_bindings, shutdown.clone()).await;
     let _ = bindings.task.await;
     let _ = cluster_bindings.task.await;
-}
-
-/// Waits until `store` has its first complete list.
-///
-/// kube-runtime's readiness signal wakes only the last task that polled it, and the controller
-/// polls it too, so this polls again every 100 ms instead of waiting for a wake-up that may
-/// never come.
-async fn wait_ready<K: crate::binding::BindingObject>(store: &kube::runtime::reflector::Store<K>) {
-    loop {
-        if let Ok(result) = tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
-            if result.is_err() {
-                tracing::warn!("a binding cache was dropped before it was listed");
-            }
-            return;
-        }
-    }
 }
 
 /// Keeps the `kube-api` readiness check current.

@@ -1,0 +1,96 @@
+//! Reflector-backed watches: one list+watch of a kind kept in a kube-runtime store, with each
+//! change reported to the caller (which usually queues a key).
+//!
+//! Every service's controllers use [`run`], so they share three rules:
+//! - managedFields never reach the caches (no flotilla controller reads them, and they can be as
+//!   large as the object itself, e.g. a Work's manifests);
+//! - a failed watch is retried with kube-runtime's default backoff, and logged once per failure
+//!   episode instead of once per retry;
+//! - a handler never hears of an object before the store holds it. The reflector publishes a
+//!   list's (or relist's) objects only when the list completes, so a worker that looked one of
+//!   them up earlier would find nothing and drop the key. The objects of a list are therefore
+//!   reported after it completes, followed by [`Change::Synced`]; objects a relist no longer
+//!   holds (deleted while the watch was down) are reported as [`Change::Deleted`].
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+/// What a watch reports to its handler.
+#[derive(Debug)]
+pub enum Change<'a, K> {
+    /// The object was created or changed, or listed (then reported once the list completed).
+    Applied(&'a K),
+    /// The object was deleted, or a relist no longer holds it; it is gone from the store.
+    Deleted(&'a K),
+    /// A list (the initial one or a relist) completed and each of its objects was reported.
+    Synced,
+}
+
+/// Keeps `writer`'s store in sync with `api` forever, calling `handle` for every change after
+/// the store has applied it. Runs until the future is dropped.
+pub async fn run<K, F>(api: Api<K>, writer: Writer<K>, mut handle: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+    F: FnMut(Change<'_, K>) + Send,
+{
+    let reader = writer.as_reader();
+    let stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|object| kube::ResourceExt::managed_fields_mut(object).clear());
+    let stream = reflector::reflector(writer, stream);
+    futures::pin_mut!(stream);
+    let mut failing: Option<String> = None;
+    // While a list runs: what the store held before it.
+    let mut listing: Option<Vec<Arc<K>>> = None;
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                let message = error.to_string();
+                if failing.as_deref() != Some(message.as_str()) {
+                    tracing::warn!(error = %message, "watch failed; retrying with backoff");
+                    failing = Some(message);
+                }
+                continue;
+            }
+        };
+        if failing.take().is_some() {
+            tracing::info!("watch recovered");
+        }
+        match event {
+            Event::Apply(object) => handle(Change::Applied(&object)),
+            Event::Delete(object) => handle(Change::Deleted(&object)),
+            Event::Init => listing = Some(reader.state()),
+            // Reported when the list completes (the store does not hold it yet).
+            Event::InitApply(_) => {}
+            Event::InitDone => {
+                let before = listing.take().unwrap_or_default();
+                let now = reader.state();
+                let listed: HashSet<(Option<&str>, Option<&str>)> =
+                    now.iter().map(|o| name_of(o.as_ref())).collect();
+                for gone in before.iter().filter(|o| !listed.contains(&name_of(o.as_ref()))) {
+                    handle(Change::Deleted(gone));
+                }
+                for object in &now {
+                    handle(Change::Applied(object));
+                }
+                handle(Change::Synced);
+            }
+        }
+    }
+}
+
+fn name_of<K: Resource>(object: &K) -> (Option<&str>, Option<&str>) {
+    let meta = object.meta();
+    (meta.namespace.as_deref(), meta.name.as_deref())
+}
