@@ -180,6 +180,10 @@ pub struct Api {
     /// The store.
     pub store: Store,
     catalog: RwLock<Arc<Catalog>>,
+    /// Serialises catalog rebuilds: without it, a rebuild from an older snapshot (one CRD
+    /// write) could replace a rebuild from a newer one (a concurrent CRD write) and stop
+    /// serving a CRD just created.
+    catalog_rebuild: Mutex<()>,
     snapshots: Mutex<HashMap<u64, (Snapshot, Instant)>>,
 }
 
@@ -190,6 +194,7 @@ impl Api {
         let api = Arc::new(Api {
             store,
             catalog: RwLock::new(Arc::new(Catalog::new(builtin::definitions()))),
+            catalog_rebuild: Mutex::new(()),
             snapshots: Mutex::new(HashMap::new()),
         });
         api.refresh_catalog();
@@ -217,6 +222,9 @@ impl Api {
 
     /// Rebuilds the catalog from the built-ins and the CRDs in the store.
     pub fn refresh_catalog(&self) {
+        // The snapshot is taken under the lock, so the last rebuild sees every CRD write that
+        // finished before it started.
+        let _rebuild = self.catalog_rebuild.lock();
         let mut defs = builtin::definitions();
         let snapshot = self.store.snapshot();
         for kv in snapshot.range("/registry/apiextensions.k8s.io/customresourcedefinitions/", None) {
