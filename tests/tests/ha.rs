@@ -14,8 +14,9 @@ use flotilla_e2e::env::http_get;
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, image_of, wait_member_deployment};
 use flotilla_e2e::wait::{stays, wait_until_explained};
 use flotilla_e2e::{Env, EnvOptions, Service, eventually, wait_until};
-use kube::Api;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{DynamicObject, ListParams};
+use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -190,6 +191,24 @@ async fn execution_replicas_split_members_and_survive_a_replica_kill() {
         updated_after < LEASE + Duration::from_secs(20),
         "handover took {updated_after:?}"
     );
+    // The killed replica never left: the survivor deletes its Lease once it has been unchanged
+    // for four lease durations, so replaced Pods leave no Leases behind.
+    let leases: Api<Lease> = Api::namespaced(cp.clone(), "flotilla-system");
+    let names = || async {
+        let membership = ListParams::default().labels("flotilla.io/membership=flotilla-execution");
+        leases
+            .list(&membership)
+            .await
+            .map(|list| list.items.iter().map(ResourceExt::name_any).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    wait_until_explained(
+        "only the survivor's membership Lease to remain",
+        TIMEOUT,
+        || async { (names().await.len() == 1).then_some(()) },
+        || async { format!("membership Leases: {:?}", names().await) },
+    )
+    .await;
 }
 
 #[tokio::test]

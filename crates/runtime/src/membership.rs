@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -114,9 +114,18 @@ impl View {
     }
 }
 
-/// A member Lease as read: holder, stated duration, and how long its record was unchanged.
+/// A member Lease whose record has not changed for this many of its lease durations belongs to
+/// a replica that is gone for good (killed without leaving, or its Pod deleted): any member
+/// deletes it, so the Leases of replaced Pods do not pile up.
+pub const ABANDONED_AFTER_DURATIONS: u32 = 4;
+
+/// A member Lease as read: name, holder, stated duration, and how long its record was unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberLease {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.resourceVersion` as read (the precondition of its deletion).
+    pub resource_version: String,
     /// `spec.holderIdentity`.
     pub holder: Option<String>,
     /// `spec.leaseDurationSeconds`, or our own duration when unset.
@@ -142,6 +151,16 @@ pub fn live_members(leases: &[MemberLease], me: &str, me_renewed: bool) -> Vec<S
     members.sort();
     members.dedup();
     members
+}
+
+/// The Leases among `leases` to delete: unchanged for [`ABANDONED_AFTER_DURATIONS`] lease
+/// durations on this replica's clock, and not this replica's own (`own_lease`).
+pub fn abandoned<'a>(leases: &'a [MemberLease], own_lease: &str) -> Vec<&'a MemberLease> {
+    leases
+        .iter()
+        .filter(|l| l.name != own_lease)
+        .filter(|l| l.unchanged_for >= l.duration.saturating_mul(ABANDONED_AFTER_DURATIONS))
+        .collect()
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -314,6 +333,7 @@ async fn run(inner: Arc<Inner>) {
         }
         match list(&inner, &mut observations).await {
             Ok(leases) if me_renewed => {
+                delete_abandoned(&inner, &leases).await;
                 let members = live_members(&leases, &me, true);
                 let (joined_at, alone) = *joined.get_or_insert((attempt, members.len() == 1));
                 let view = View {
@@ -396,6 +416,31 @@ async fn renew(inner: &Inner, me: &str) -> Result<(), kube::Error> {
     }
 }
 
+/// Deletes the abandoned Leases among `leases` (see [`abandoned`]), each only if unchanged since
+/// it was read; another member deleting it first, or its replica renewing it meanwhile, is fine.
+async fn delete_abandoned(inner: &Inner, leases: &[MemberLease]) {
+    for lease in abandoned(leases, &inner.lease_name) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(lease.resource_version.clone()),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match inner.api.delete(&lease.name, &params).await {
+            Ok(_) => tracing::info!(
+                lease = %lease.name,
+                holder = lease.holder.as_deref().unwrap_or_default(),
+                unchanged_for = ?lease.unchanged_for,
+                "deleted an abandoned membership Lease"
+            ),
+            Err(error) => {
+                tracing::debug!(lease = %lease.name, %error, "abandoned membership Lease not deleted")
+            }
+        }
+    }
+}
+
 async fn list(inner: &Inner, observations: &mut Observations) -> Result<Vec<MemberLease>, kube::Error> {
     let now = Instant::now();
     let selector = format!("{MEMBERSHIP_LABEL}={}", inner.group);
@@ -408,6 +453,8 @@ async fn list(inner: &Inner, observations: &mut Observations) -> Result<Vec<Memb
         .map(|lease| {
             let spec = lease.spec.clone().unwrap_or_default();
             MemberLease {
+                name: lease.name_any(),
+                resource_version: lease.metadata.resource_version.clone().unwrap_or_default(),
                 holder: spec.holder_identity,
                 duration: inner.timings.record_duration(spec.lease_duration_seconds),
                 unchanged_for: observations.observe(
@@ -432,6 +479,8 @@ mod tests {
 
     fn lease(holder: Option<&str>, unchanged_for: u64) -> MemberLease {
         MemberLease {
+            name: format!("flotilla-execution-{}", holder.unwrap_or("none")),
+            resource_version: "1".to_owned(),
             holder: holder.map(str::to_owned),
             duration: Duration::from_secs(15),
             unchanged_for: Duration::from_secs(unchanged_for),
@@ -453,6 +502,24 @@ mod tests {
         assert_eq!(live_members(&leases, "a", false), vec!["b", "d"]);
         assert_eq!(live_members(&[], "a", true), vec!["a"]);
         assert!(live_members(&[], "a", false).is_empty());
+    }
+
+    #[test]
+    fn leases_unchanged_for_four_durations_are_abandoned_except_our_own() {
+        let mine = lease(Some("a"), 600);
+        let leases = vec![
+            lease(Some("b"), 59),
+            lease(Some("c"), 60),
+            lease(Some("d"), 14),
+            lease(None, 3_600),
+            mine.clone(),
+        ];
+        let names: Vec<&str> = abandoned(&leases, &mine.name)
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["flotilla-execution-c", "flotilla-execution-none"]);
+        assert!(abandoned(&[], "x").is_empty());
     }
 
     #[test]
