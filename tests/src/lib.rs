@@ -16,6 +16,7 @@ pub mod binaries;
 pub mod env;
 pub mod fixtures;
 pub mod process;
+pub mod tools;
 pub mod wait;
 
 pub use apiserver::ApiServer;

