@@ -20,6 +20,8 @@ use kube::{Api, ResourceExt};
 use serde_json::Value;
 
 const LEASE: Duration = Duration::from_secs(3);
+/// The retry period of `lease_flags`.
+const RETRY: Duration = Duration::from_millis(500);
 
 fn lease_flags(prefix: &str) -> Vec<String> {
     [
@@ -186,11 +188,6 @@ async fn execution_replicas_split_members_and_survive_a_replica_kill() {
         async move { sample(&survivor, "flotilla_execution_owned_clusters").await == Some(4.0) }
     })
     .await;
-    // Failover is bounded by one lease duration plus refresh and apply time.
-    assert!(
-        updated_after < LEASE + Duration::from_secs(20),
-        "handover took {updated_after:?}"
-    );
     // The killed replica never left: the survivor deletes its Lease once it has been unchanged
     // for four lease durations, so replaced Pods leave no Leases behind.
     let leases: Api<Lease> = Api::namespaced(cp.clone(), "flotilla-system");
@@ -251,6 +248,10 @@ async fn detector_standby_takes_over_within_the_lease_duration_after_the_leader_
 
     env.kill(Service::Detector);
     let killed_at = Instant::now();
+    // The killed leader's last renewal, as it recorded it on the Lease.
+    let leases: Api<Lease> = Api::namespaced(cp.clone(), "flotilla-system");
+    let before = leases.get(DETECTOR_LEASE).await.unwrap();
+    let (old_holder, last_renewal) = (holder(&before), renew_time(&before));
     fixtures::apply(&cp, &deployment_yaml("default", "after", 1, "nginx:1.25")).await;
     fixtures::apply(&cp, &policy_for_all("after", "name: after", 2)).await;
     let address = standby.metrics_address.clone();
@@ -263,14 +264,39 @@ async fn detector_standby_takes_over_within_the_lease_duration_after_the_leader_
     wait_member_deployment(&member1, "default", "after", "after in member1", |_| true).await;
     let propagated = killed_at.elapsed();
     eprintln!("standby led {took_over:?} and propagated {propagated:?} after the leader was killed");
+    // Within the lease duration, measured on the Lease's own records (not on this test's
+    // clock, which also counts its polling): the standby acquired it one lease duration after
+    // the dead leader's last renewal, plus at most its retry period (it checks that often) and
+    // one more for its own first observation and the API round trip.
+    let after = leases.get(DETECTOR_LEASE).await.unwrap();
+    assert_ne!(holder(&after), old_holder, "the standby holds the Lease");
+    let acquired = after
+        .spec
+        .as_ref()
+        .and_then(|s| s.acquire_time.as_ref())
+        .map(|t| t.0)
+        .expect("an acquired Lease has spec.acquireTime");
+    let gap = Duration::from_secs_f64(acquired.duration_since(last_renewal).as_secs_f64().max(0.0));
+    eprintln!("Lease acquired {gap:?} after the killed leader's last renewal (lease {LEASE:?})");
     assert!(
-        took_over < LEASE + Duration::from_secs(3),
-        "takeover took {took_over:?} (lease {LEASE:?})"
+        gap <= LEASE + 2 * RETRY + Duration::from_secs(1),
+        "the standby acquired the Lease {gap:?} after the leader's last renewal (lease {LEASE:?}, retry {RETRY:?})"
     );
-    assert!(
-        propagated < LEASE + Duration::from_secs(15),
-        "propagation took {propagated:?}"
-    );
+}
+
+const DETECTOR_LEASE: &str = "flotilla-detector";
+
+fn holder(lease: &Lease) -> Option<String> {
+    lease.spec.as_ref().and_then(|s| s.holder_identity.clone())
+}
+
+fn renew_time(lease: &Lease) -> k8s_openapi::jiff::Timestamp {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0)
+        .expect("a held Lease has spec.renewTime")
 }
 
 #[tokio::test]
@@ -308,7 +334,9 @@ async fn dependency_distributor_leader_releases_its_lease_on_sigterm() {
         }
     })
     .await;
-    let stopped_at = Instant::now();
+    let leases: Api<Lease> = Api::namespaced(env.control_plane_client().await, "flotilla-system");
+    let leader_identity = holder(&leases.get(DISTRIBUTOR_LEASE).await.unwrap());
+    assert!(leader_identity.is_some(), "the leader holds the Lease");
     let standby = if first_leads {
         assert!(
             env.service(Service::DependencyDistributor)
@@ -323,19 +351,24 @@ async fn dependency_distributor_leader_releases_its_lease_on_sigterm() {
         );
         first
     };
+    // The leader released the Lease before it exited: it no longer holds it (with a 30 s lease,
+    // nothing else could have taken it from it by now).
+    let after_exit = leases.get(DISTRIBUTOR_LEASE).await.unwrap();
+    assert_ne!(
+        holder(&after_exit),
+        leader_identity,
+        "the Lease was not released on SIGTERM: {:?}",
+        after_exit.spec
+    );
     let address = standby.clone();
     eventually("the standby distributor to lead", TIMEOUT, || {
         let address = address.clone();
         async move { sample(&address, gauge).await == Some(1.0) }
     })
     .await;
-    let took_over = stopped_at.elapsed();
-    eprintln!("standby distributor led {took_over:?} after the leader's SIGTERM");
-    assert!(
-        took_over < Duration::from_secs(10),
-        "takeover took {took_over:?}; the Lease was not released"
-    );
 }
+
+const DISTRIBUTOR_LEASE: &str = "flotilla-dependency-distributor";
 
 #[tokio::test]
 async fn two_scheduler_replicas_never_produce_conflicting_decisions() {
