@@ -82,7 +82,7 @@ pub fn start<K: BindingObject>(
     // The watch and the inventory listener run until shutdown aborts them.
     let mut background = JoinSet::new();
     {
-        let (queue, store) = (queue.clone(), store.clone());
+        let queue = queue.clone();
         background.spawn(flotilla_runtime::watch::run(
             Api::<K>::all(client),
             writer,
@@ -91,9 +91,9 @@ pub fn start<K: BindingObject>(
                     Change::Applied(binding) => queue.add(binding.key()),
                     // Nothing to schedule; a retry or resync already queued finds it gone.
                     Change::Deleted(_) => {}
+                    // Every listed binding was reported (and queued) before this.
                     Change::Synced => {
                         synced_tx.send_replace(true);
-                        queue_all(&store, &queue);
                     }
                 }
             },
@@ -141,9 +141,10 @@ async fn work<K: BindingObject>(ctx: Arc<Context>, store: Store<K>, queue: WorkQ
             Some(namespace) => ObjectRef::<K>::new(&key.name).within(namespace),
             None => ObjectRef::<K>::new(&key.name),
         };
-        // Deleted meanwhile: nothing to schedule.
-        if let Some(binding) = store.get(&reference) {
-            match schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await {
+        match store.get(&reference) {
+            // Deleted meanwhile: nothing to schedule, no failures to remember.
+            None => queue.forget(&key),
+            Some(binding) => match schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await {
                 Ok(report) => {
                     queue.forget(&key);
                     queue.add_after(key.clone(), next_attempt(&report));
@@ -152,7 +153,7 @@ async fn work<K: BindingObject>(ctx: Arc<Context>, store: Store<K>, queue: WorkQ
                     let delay = queue.add_rate_limited(key.clone());
                     tracing::warn!(binding = %key, %error, retry_in = ?delay, "scheduling failed; retrying");
                 }
-            }
+            },
         }
         queue.done(&key);
     }
