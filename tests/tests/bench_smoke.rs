@@ -1,5 +1,6 @@
 //! `flotilla bench --scenario all` with tiny sizes against the embedded installation: the real
-//! binary, its JSON report, and sane values in every scenario.
+//! binary, its JSON report, and sane values in every scenario; and SIGTERM in the middle of a
+//! run stops everything the run started.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
@@ -114,4 +115,123 @@ fn bench_all_scenarios_report_sane_figures() {
         "{report:#}"
     );
     assert_eq!(report["policy_change"]["lazy_ok"], true);
+}
+
+/// The pids of the running processes whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                // Fields after the command (which may hold spaces) start after the last ')'.
+                .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.to_owned()))
+                .and_then(|rest| rest.split_whitespace().nth(1).map(str::to_owned))
+                .is_some_and(|ppid| ppid == parent.to_string())
+        })
+        .collect()
+}
+
+/// Whether `pid` is still a live (non-zombie) process.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .is_some_and(|zombie| !zombie)
+}
+
+/// SIGTERM in the middle of a run stops the embedded installation: every child process is gone
+/// once `flotilla bench` has exited, its temporary data dir is removed, and the command fails
+/// saying it was interrupted.
+#[test]
+fn sigterm_stops_the_embedded_installation() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let flotilla = flotilla_e2e::binaries::binary("flotilla");
+    let mut child = Command::new(&flotilla)
+        .args([
+            "bench",
+            "--scenario",
+            "throughput",
+            "--templates",
+            "3000",
+            "--members",
+            "2",
+        ])
+        .arg("--bin-dir")
+        .arg(flotilla_e2e::binaries::bin_dir())
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (stderr, lines) = (child.stderr.take().unwrap(), lines.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    // Wait until the scenario runs: the installation is up and creating templates.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !lines.lock().unwrap().iter().any(|l| l.starts_with("throughput:")) {
+        assert!(
+            Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "the throughput scenario did not start:\n{}",
+            lines.lock().unwrap().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let children = children_of(child.id());
+    assert!(
+        children.len() >= 3,
+        "expected the API servers and services as children, found {children:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "flotilla bench did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    reader.join().unwrap();
+    let left: Vec<u32> = children.into_iter().filter(|pid| alive(*pid)).collect();
+    for pid in &left {
+        // Do not leak them when this test fails.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(*pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let stderr = lines.lock().unwrap().join("\n");
+    assert!(
+        left.is_empty(),
+        "children still running after the bench exited: {left:?}"
+    );
+    assert!(!status.success(), "an interrupted run must fail:\n{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|name| name.to_string_lossy().starts_with("flotilla-bench-"))
+        .collect();
+    assert!(dirs.is_empty(), "the data dir was left behind: {dirs:?}");
 }

@@ -445,7 +445,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(external) = &options.external {
         options.members = options.members.min(external.member_contexts.len());
     }
-    let report = flotilla::bench::run(&options).await?;
+    let report = flotilla::bench::run(&options, &shutdown_on_signals()?).await?;
     eprintln!("\n{}", report.tables());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -483,7 +483,7 @@ async fn soak(args: SoakArgs) -> anyhow::Result<()> {
     options.bin_dir = args.bin_dir;
     options.log_level = args.log_level;
     options.keep = args.keep;
-    let outcome = flotilla::soak::run(&options).await?;
+    let outcome = flotilla::soak::run(&options, &shutdown_on_signals()?).await?;
     eprintln!("\n{}", outcome.table());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 pub use scenarios::{FootprintReport, LatencyReport, PolicyChangeReport, ThroughputReport};
 pub use target::{External, Target};
@@ -54,6 +55,10 @@ pub enum BenchError {
     /// Options or inputs that cannot work, with the fix.
     #[error("{0}")]
     Invalid(String),
+    /// SIGINT or SIGTERM arrived; the installation was stopped (and its data dir removed
+    /// unless `--keep`).
+    #[error("interrupted; the embedded installation was stopped")]
+    Interrupted,
 }
 
 /// Which scenarios to run.
@@ -237,11 +242,16 @@ pub(crate) fn progress(line: &str) {
 }
 
 /// Runs the selected scenarios and returns what they measured.
-pub async fn run(options: &BenchOptions) -> Result<Report, BenchError> {
+pub async fn run(options: &BenchOptions, interrupt: &CancellationToken) -> Result<Report, BenchError> {
     let started = Instant::now();
     let machine = Machine::describe();
     let target = Target::connect(options.external.as_ref(), &install_options(options)).await?;
-    let result = run_on(&target, options).await;
+    // On SIGINT/SIGTERM the scenario is abandoned and the installation still stopped below, so
+    // no child process or data dir outlives the run.
+    let result = tokio::select! {
+        result = run_on(&target, options) => result,
+        () = interrupt.cancelled() => Err(BenchError::Interrupted),
+    };
     let description = target.description();
     let members = target.member_names();
     target.close().await;

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use serde::Serialize;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use crate::bench::arrivals::{Arrivals, Kind};
 use crate::bench::install::{InstallOptions, Installation, SERVICES};
@@ -183,7 +184,7 @@ impl Outcome {
 }
 
 /// Runs the soak on a new embedded installation.
-pub async fn run(options: &SoakOptions) -> Result<Outcome, BenchError> {
+pub async fn run(options: &SoakOptions, interrupt: &CancellationToken) -> Result<Outcome, BenchError> {
     let started = Instant::now();
     progress(&format!(
         "soak: starting the embedded installation ({} members) ...",
@@ -203,7 +204,11 @@ pub async fn run(options: &SoakOptions) -> Result<Outcome, BenchError> {
         keep: options.keep,
     };
     let mut installation = Installation::start(&install).await?;
-    let result = soak(&mut installation, options).await;
+    // On SIGINT/SIGTERM the run is abandoned and the installation still stopped below.
+    let result = tokio::select! {
+        result = soak(&mut installation, options) => result,
+        () = interrupt.cancelled() => Err(BenchError::Interrupted),
+    };
     let failed = result
         .as_ref()
         .map_or(true, |(checks, _)| checks.iter().any(|c| !c.passed));
