@@ -381,7 +381,16 @@ pub(crate) fn needs_write(current: Option<&Work>, desired: &DesiredWork) -> bool
     }
     let labels = current.labels();
     let annotations = current.annotations();
-    current.spec != desired.spec
+    // Field by field (a new WorkSpec field does not compile here until it is compared): the
+    // cached Work has no manifests (crate::cache), they are compared by hash.
+    let flotilla_api::work::WorkSpec {
+        workload,
+        suspend_dispatching,
+        preserve_resources_on_deletion,
+    } = &desired.spec;
+    current.spec.suspend_dispatching != *suspend_dispatching
+        || current.spec.preserve_resources_on_deletion != *preserve_resources_on_deletion
+        || !crate::cache::has_manifests(current, &workload.manifests)
         || desired.labels.iter().any(|(k, v)| labels.get(k) != Some(v))
         || desired
             .annotations

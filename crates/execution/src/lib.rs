@@ -20,7 +20,7 @@
 //! The I/O around them: [`dispatch`] (binding controller and status aggregation), [`apply`]
 //! (per-cluster Work workers: member apply, suspension, deletion), [`namespaces`] (namespace
 //! auto-propagation), [`clusters`] (member access, health probe, member watches),
-//! [`watches`] (control-plane watches), [`server`] (gRPC `Dispatch`), [`service`] (the process),
+//! [`watches`] (control-plane watches; [`cache`] keeps Works there without their manifests), [`server`] (gRPC `Dispatch`), [`service`] (the process),
 //! [`kinds`], [`context`] and [`metrics`]; the work queues are `flotilla_runtime::queue`.
 //!
 //! Contracts with other services are in `docs/architecture.md` ("Objects, names and
@@ -28,6 +28,7 @@
 
 pub mod apply;
 pub mod apply_once;
+pub mod cache;
 pub mod clusters;
 pub mod context;
 pub mod dispatch;

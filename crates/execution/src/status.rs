@@ -10,7 +10,7 @@ use flotilla_api::well_known::{conditions, reasons};
 use flotilla_api::work::AggregatedStatusItem;
 use serde_json::{Map, Value};
 
-use crate::manifest::{Revision, manifest_hash};
+use crate::manifest::Revision;
 use crate::works::{APPLIED_REVISIONS_ANNOTATION, parse_applied_revisions};
 
 /// Reason of `FullyApplied=True`.
@@ -58,13 +58,14 @@ fn holds_current_manifests(work: &Work) -> bool {
         .and_then(|a| a.get(APPLIED_REVISIONS_ANNOTATION))
         .map(|text| parse_applied_revisions(text))
         .unwrap_or_default();
-    let manifests = &work.spec.workload.manifests;
-    !manifests.is_empty()
-        && manifests.iter().enumerate().all(|(ordinal, manifest)| {
+    // The cached Work has no manifests, only their hashes (crate::cache).
+    let hashes = crate::cache::manifest_hashes(work);
+    !hashes.is_empty()
+        && hashes.iter().enumerate().all(|(ordinal, hash)| {
             recorded
                 .get(&ordinal)
                 .and_then(|r| Revision::parse(r))
-                .is_some_and(|r| r.hash == manifest_hash(manifest))
+                .is_some_and(|r| r.hash == *hash)
         })
 }
 

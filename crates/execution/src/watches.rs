@@ -91,6 +91,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<ResourceBinding>::all(client.clone()),
             writers.bindings,
             ctx.clone(),
+            |_| {},
             move |event| {
                 if let Some(binding) = object_of(&event) {
                     ctx.binding_queue.add(BindingKey {
@@ -108,6 +109,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<ClusterResourceBinding>::all(client.clone()),
             writers.cluster_bindings,
             ctx.clone(),
+            |_| {},
             move |event| {
                 if let Some(binding) = object_of(&event) {
                     ctx.binding_queue.add(BindingKey {
@@ -126,6 +128,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<Work>::all(client.clone()),
             writers.works,
             ctx.clone(),
+            crate::cache::slim,
             move |event| {
                 let deleted = matches!(event, Change::Deleted(_));
                 let Some(work) = object_of(&event) else { return };
@@ -165,6 +168,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<Cluster>::all(client.clone()),
             writers.clusters,
             ctx.clone(),
+            |_| {},
             move |event| {
                 let deleted = matches!(event, Change::Deleted(_));
                 let Some(cluster) = object_of(&event) else { return };
@@ -189,6 +193,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<Namespace>::all(client),
             writers.namespaces,
             ctx.clone(),
+            |_| {},
             move |event| {
                 if let Some(namespace) = object_of(&event) {
                     ctx.namespace_queue.add(namespace.name_any());
@@ -207,16 +212,17 @@ fn object_of<'a, K>(change: &Change<'a, K>) -> Option<&'a K> {
 
 /// Runs the watch of `api` into `writer` on a task of its own, calling `on_change` for every
 /// change, until shutdown.
-fn run<K, F>(api: Api<K>, writer: Writer<K>, ctx: Arc<Context>, on_change: F)
+fn run<K, T, F>(api: Api<K>, writer: Writer<K>, ctx: Arc<Context>, trim: T, on_change: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    T: FnMut(&mut K) + Send + 'static,
     F: FnMut(Change<'_, K>) + Send + 'static,
 {
     tokio::spawn(async move {
         tokio::select! {
             () = ctx.shutdown.cancelled() => {}
-            () = flotilla_runtime::watch::run(api, writer, on_change) => {}
+            () = flotilla_runtime::watch::run_trimmed(api, writer, trim, on_change) => {}
         }
     });
 }

@@ -37,16 +37,31 @@ pub enum Change<'a, K> {
 
 /// Keeps `writer`'s store in sync with `api` forever, calling `handle` for every change after
 /// the store has applied it. Runs until the future is dropped.
-pub async fn run<K, F>(api: Api<K>, writer: Writer<K>, mut handle: F)
+pub async fn run<K, F>(api: Api<K>, writer: Writer<K>, handle: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone,
     F: FnMut(Change<'_, K>) + Send,
 {
+    run_trimmed(api, writer, |_| {}, handle).await;
+}
+
+/// [`run`], with `trim` applied to every object before the store and the handler see it (to
+/// keep out of the cache what the caller never reads from it).
+pub async fn run_trimmed<K, T, F>(api: Api<K>, writer: Writer<K>, mut trim: T, mut handle: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+    T: FnMut(&mut K) + Send,
+    F: FnMut(Change<'_, K>) + Send,
+{
     let reader = writer.as_reader();
     let stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|object| kube::ResourceExt::managed_fields_mut(object).clear());
+        .modify(move |object| {
+            kube::ResourceExt::managed_fields_mut(object).clear();
+            trim(object);
+        });
     let stream = reflector::reflector(writer, stream);
     futures::pin_mut!(stream);
     let mut failing: Option<String> = None;
