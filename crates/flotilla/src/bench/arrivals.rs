@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use tokio::sync::Notify;
 
@@ -227,12 +227,15 @@ where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
     let (member, kind, namespace) = watch_key.clone();
-    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    // Without a backoff a failing watch (a member that is down) retries at once, forever: a
+    // busy loop that burnt a core during member outages and, never yielding, kept the runtime
+    // from shutting down after an interrupted run.
+    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
     while let Some(event) = stream.next().await {
         let now = Instant::now();
         let Ok(event) = event else {
-            // The watcher retries by itself (with backoff); a member that is down shows as
-            // errors here until it is back.
+            // The watcher retries by itself, with the backoff above; a member that is down
+            // shows as errors here until it is back.
             continue;
         };
         match event {
