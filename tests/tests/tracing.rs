@@ -7,9 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, wait_member_deployment};
+use flotilla_e2e::wait::wait_until_explained;
 use flotilla_e2e::{Env, EnvOptions};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -236,16 +236,11 @@ spec:
 
     let clusters = ["member1", "member2"];
     // Spans arrive in batches; poll the receiver until one trace is complete.
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if complete_trace(&receiver.spans(), "traced", &clusters).is_some() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no trace holds the detector, scheduler, distributor, dispatch, member apply and gRPC server spans of default/traced; received:\n{}",
-            summary(&receiver.spans())
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_explained(
+        "a trace holding the detector, scheduler, distributor, dispatch, member apply and gRPC server spans of default/traced",
+        TIMEOUT,
+        || async { complete_trace(&receiver.spans(), "traced", &clusters) },
+        || async { format!("received:\n{}", summary(&receiver.spans())) },
+    )
+    .await;
 }

@@ -93,7 +93,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             ctx.clone(),
             |_| {},
             move |event| {
-                if let Some(binding) = object_of(&event) {
+                if let Some(binding) = event.object() {
                     ctx.binding_queue.add(BindingKey {
                         kind: BindingKind::ResourceBinding,
                         namespace: binding.namespace().unwrap_or_default(),
@@ -111,7 +111,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             ctx.clone(),
             |_| {},
             move |event| {
-                if let Some(binding) = object_of(&event) {
+                if let Some(binding) = event.object() {
                     ctx.binding_queue.add(BindingKey {
                         kind: BindingKind::ClusterResourceBinding,
                         namespace: String::new(),
@@ -131,7 +131,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             crate::cache::slim,
             move |event| {
                 let deleted = matches!(event, Change::Deleted(_));
-                let Some(work) = object_of(&event) else { return };
+                let Some(work) = event.object() else { return };
                 let namespace = work.namespace().unwrap_or_default();
                 let Some(cluster) = cluster_of_execution_namespace(&namespace) else {
                     return;
@@ -171,7 +171,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             |_| {},
             move |event| {
                 let deleted = matches!(event, Change::Deleted(_));
-                let Some(cluster) = object_of(&event) else { return };
+                let Some(cluster) = event.object() else { return };
                 let name = cluster.name_any();
                 let changed = if deleted {
                     known.remove(&name)
@@ -195,18 +195,11 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             ctx.clone(),
             |_| {},
             move |event| {
-                if let Some(namespace) = object_of(&event) {
+                if let Some(namespace) = event.object() {
                     ctx.namespace_queue.add(namespace.name_any());
                 }
             },
         );
-    }
-}
-
-fn object_of<'a, K>(change: &Change<'a, K>) -> Option<&'a K> {
-    match change {
-        Change::Applied(object) | Change::Deleted(object) => Some(object),
-        Change::Synced => None,
     }
 }
 

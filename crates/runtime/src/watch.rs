@@ -35,6 +35,16 @@ pub enum Change<'a, K> {
     Synced,
 }
 
+impl<'a, K> Change<'a, K> {
+    /// The object applied or deleted; `None` for [`Change::Synced`].
+    pub fn object(&self) -> Option<&'a K> {
+        match self {
+            Change::Applied(object) | Change::Deleted(object) => Some(object),
+            Change::Synced => None,
+        }
+    }
+}
+
 /// Keeps `writer`'s store in sync with `api` forever, calling `handle` for every change after
 /// the store has applied it. Runs until the future is dropped.
 pub async fn run<K, F>(api: Api<K>, writer: Writer<K>, handle: F)

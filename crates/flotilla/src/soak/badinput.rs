@@ -229,8 +229,8 @@ pub fn cases(namespace: &str, count: usize, seed: u64) -> Vec<Case> {
         let case = match i % 8 {
             // Invalid names, on any kind.
             0 => {
-                let pattern = rng.pick(&BAD_NAMES[..]).to_string();
-                let bad = bad_name(&pattern, i);
+                let pattern = rng.pick(&BAD_NAMES);
+                let bad = bad_name(pattern, i);
                 let (target, body) = if rng.below(2) == 0 {
                     (Target::Policy, valid_policy(namespace, &bad))
                 } else {
