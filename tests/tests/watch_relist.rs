@@ -1,7 +1,8 @@
 //! The controllers' shared watch (`flotilla_runtime::watch::run`) against a real
 //! flotilla-apiserver: a handler never hears of an object before the cache holds it, and a
 //! relist after the watch was cut for longer than the server's watch window reports the objects
-//! deleted meanwhile as deletions and the ones created meanwhile as changes.
+//! deleted meanwhile as deletions (also one created again under its name) and the ones created
+//! meanwhile as changes.
 //!
 //! The watch goes through a TCP proxy in this test that can cut every connection and refuse new
 //! ones, so the outage is deterministic.
@@ -159,7 +160,12 @@ async fn handlers_see_only_cached_objects_and_a_relist_reports_what_changed_mean
     let (reader, writer) = reflector::store::<ConfigMap>();
     let (sender, mut events) = mpsc::unbounded_channel();
     let watch = tokio::spawn(run(watched, writer, move |change| {
-        let cached = |object: &ConfigMap| reader.get(&ObjectRef::from_obj(object)).is_some();
+        // The cache holds this very object (same uid), not just one of its name.
+        let cached = |object: &ConfigMap| {
+            reader
+                .get(&ObjectRef::from_obj(object))
+                .is_some_and(|c| c.metadata.uid == object.metadata.uid)
+        };
         let seen = match change {
             Change::Applied(object) => Seen::Applied {
                 name: object.name_any(),
@@ -213,6 +219,12 @@ async fn handlers_see_only_cached_objects_and_a_relist_reports_what_changed_mean
             .await
             .unwrap();
     }
+    // Deleted and created again under its name: another object.
+    direct.delete("cm-a3", &DeleteParams::default()).await.unwrap();
+    direct
+        .create(&PostParams::default(), &config_map("cm-a3"))
+        .await
+        .unwrap();
     for i in 0..12 {
         direct
             .patch(
@@ -228,13 +240,29 @@ async fn handlers_see_only_cached_objects_and_a_relist_reports_what_changed_mean
     let relisted = until_synced(&mut events, "relist after the outage").await;
     assert_eq!(
         names(&relisted, true),
-        set(&["cm-a0", "cm-a1", "cm-a2"]),
+        set(&["cm-a0", "cm-a1", "cm-a2", "cm-a3"]),
         "objects deleted during the outage must be reported deleted: {relisted:?}"
     );
     assert_eq!(
         names(&relisted, false),
         set(&["cm-a3", "cm-a4", "cm-a5", "cm-b0", "cm-b1", "cm-live"]),
         "the relist reports what the cache now holds: {relisted:?}"
+    );
+    let position = |wanted: Seen| {
+        relisted
+            .iter()
+            .position(|e| *e == wanted)
+            .unwrap_or_else(|| panic!("{wanted:?} missing from the relist: {relisted:?}"))
+    };
+    assert!(
+        position(Seen::Deleted {
+            name: "cm-a3".to_owned(),
+            cached: false
+        }) < position(Seen::Applied {
+            name: "cm-a3".to_owned(),
+            cached: true
+        }),
+        "the re-created object is reported deleted, then applied: {relisted:?}"
     );
     for event in &relisted {
         match event {

@@ -10,7 +10,8 @@
 //!   list's (or relist's) objects only when the list completes, so a worker that looked one of
 //!   them up earlier would find nothing and drop the key. The objects of a list are therefore
 //!   reported after it completes, followed by [`Change::Synced`]; objects a relist no longer
-//!   holds (deleted while the watch was down) are reported as [`Change::Deleted`].
+//!   holds (deleted while the watch was down, also when created again under the same name: the
+//!   uid tells) are reported as [`Change::Deleted`] first.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -101,9 +102,8 @@ where
             Event::InitDone => {
                 let before = listing.take().unwrap_or_default();
                 let now = reader.state();
-                let listed: HashSet<(Option<&str>, Option<&str>)> =
-                    now.iter().map(|o| name_of(o.as_ref())).collect();
-                for gone in before.iter().filter(|o| !listed.contains(&name_of(o.as_ref()))) {
+                let listed: HashSet<Identity<'_>> = now.iter().map(|o| identity(o.as_ref())).collect();
+                for gone in before.iter().filter(|o| !listed.contains(&identity(o.as_ref()))) {
                     handle(Change::Deleted(gone));
                 }
                 for object in &now {
@@ -115,7 +115,15 @@ where
     }
 }
 
-fn name_of<K: Resource>(object: &K) -> (Option<&str>, Option<&str>) {
+/// Namespace, name and uid: an object deleted and created again under its name while the watch
+/// was down is another object (reported deleted, then applied).
+type Identity<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+fn identity<K: Resource>(object: &K) -> Identity<'_> {
     let meta = object.meta();
-    (meta.namespace.as_deref(), meta.name.as_deref())
+    (
+        meta.namespace.as_deref(),
+        meta.name.as_deref(),
+        meta.uid.as_deref(),
+    )
 }
