@@ -370,6 +370,11 @@ impl Env {
         http_get(&self.metrics_address(service), path).await
     }
 
+    /// The value of the sample `name` on `service`'s `/metrics` (see [`metric_sample`]).
+    pub async fn metric_sample(&self, service: Service, name: &str) -> Option<f64> {
+        metric_sample(&self.metrics_address(service), name).await
+    }
+
     /// Waits until `service` answers `/readyz` with 200.
     pub async fn wait_service_ready(&mut self, service: Service) {
         let address = self.metrics_address(service);
@@ -430,4 +435,16 @@ pub async fn install_crds(client: &Client) {
 /// A minimal HTTP/1.0 GET on loopback: (status code, body).
 pub async fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
     flotilla::probe::http_get(address, path).await
+}
+
+/// The value of the sample `name` (with its labels, exactly as exposed, e.g.
+/// `flotilla_scheduler_clusters{ready="true"}`) on `address`'s `/metrics`, if present.
+pub async fn metric_sample(address: &str, name: &str) -> Option<f64> {
+    let (code, body) = http_get(address, "/metrics").await?;
+    if code != 200 {
+        return None;
+    }
+    body.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use flotilla_e2e::env::http_get;
+use flotilla_e2e::env::{http_get, metric_sample as sample};
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, image_of, wait_member_deployment};
 use flotilla_e2e::wait::{stays, wait_until_explained};
 use flotilla_e2e::{Env, EnvOptions, Service, eventually, wait_until};
@@ -32,18 +32,6 @@ fn lease_flags(prefix: &str) -> Vec<String> {
     .into_iter()
     .flat_map(|(flag, value)| [flag, value.to_owned()])
     .collect()
-}
-
-/// The value of the sample `name` (with its labels, exactly as exposed) on `address`'s
-/// `/metrics`, if present.
-async fn sample(address: &str, name: &str) -> Option<f64> {
-    let (code, body) = http_get(address, "/metrics").await?;
-    if code != 200 {
-        return None;
-    }
-    body.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
 }
 
 fn policy_for_all(name: &str, selector: &str, members: usize) -> String {

@@ -30,6 +30,7 @@ fn families(service: Service) -> &'static [&'static str] {
             "flotilla_scheduler_schedule_duration_seconds",
             "flotilla_scheduler_errors",
             "flotilla_scheduler_write_conflicts",
+            "flotilla_scheduler_clusters",
         ],
         Service::DependencyDistributor => &[
             "flotilla_dependency_attached_bindings",

@@ -109,9 +109,12 @@ pub async fn run(api: Api<Cluster>, inventory: Arc<Inventory>, shutdown: Cancell
 }
 
 fn refresh(reader: &Store<Cluster>, inventory: &Inventory) {
-    if inventory.replace(&reader.state()) {
-        let names: Vec<String> = inventory
-            .snapshot()
+    let changed = inventory.replace(&reader.state());
+    let views = inventory.snapshot();
+    let ready = views.iter().filter(|c| c.ready).count();
+    crate::metrics::metrics().set_clusters(ready, views.len() - ready);
+    if changed {
+        let names: Vec<String> = views
             .iter()
             .map(|c| format!("{}{}", c.name, if c.ready { "" } else { "(not ready)" }))
             .collect();

@@ -28,6 +28,13 @@ struct ErrorLabels {
     during: String,
 }
 
+/// Labels of the cluster-inventory gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabels {
+    /// `true` for Clusters the scheduler places on, `false` for the rest.
+    ready: String,
+}
+
 type DurationFamily = Family<ScheduleLabels, Histogram, fn() -> Histogram>;
 
 /// The scheduler's metrics.
@@ -37,6 +44,7 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     conflicts: Counter,
     unschedulable: Gauge,
+    clusters: Family<ClusterLabels, Gauge>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -54,6 +62,7 @@ pub fn metrics() -> &'static Metrics {
             errors: Family::default(),
             conflicts: Counter::default(),
             unschedulable: Gauge::default(),
+            clusters: Family::default(),
         };
         use flotilla_telemetry::metrics::register;
         register(
@@ -80,6 +89,11 @@ pub fn metrics() -> &'static Metrics {
             "scheduler_unschedulable_bindings",
             "Bindings whose Scheduled condition is False",
             metrics.unschedulable.clone(),
+        );
+        register(
+            "scheduler_clusters",
+            "Clusters in the scheduler's inventory, by readiness (ready=\"false\" ones get no new placements)",
+            metrics.clusters.clone(),
         );
         metrics
     })
@@ -116,5 +130,16 @@ impl Metrics {
     /// Sets the number of unschedulable bindings.
     pub fn set_unschedulable(&self, count: usize) {
         self.unschedulable.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the number of ready and not-ready Clusters in the inventory.
+    pub fn set_clusters(&self, ready: usize, not_ready: usize) {
+        for (label, count) in [("true", ready), ("false", not_ready)] {
+            self.clusters
+                .get_or_create(&ClusterLabels {
+                    ready: label.to_owned(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
     }
 }

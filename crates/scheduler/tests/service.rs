@@ -36,6 +36,18 @@ async fn scheduler_env(members: usize) -> Env {
     for i in 1..=members {
         set_ready(&client, &format!("member{i}"), true).await;
     }
+    // A binding created before the scheduler's watch has seen every member Ready would be placed
+    // on the ready ones first and rescheduled when the others turn Ready (two writes where tests
+    // count one).
+    let ready = "flotilla_scheduler_clusters{ready=\"true\"}";
+    #[allow(clippy::cast_precision_loss)]
+    let want = members as f64;
+    eventually(
+        &format!("the scheduler to see {members} ready clusters"),
+        WAIT,
+        || async { env.metric_sample(Service::Scheduler, ready).await == Some(want) },
+    )
+    .await;
     env
 }
 
