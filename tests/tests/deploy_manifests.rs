@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use flotilla_e2e::ApiServer;
 use flotilla_e2e::apiserver::ApiServerOptions;
+use flotilla_e2e::tools;
 use serde_json::Value;
 
 const SERVICES: [&str; 4] = ["detector", "scheduler", "dependency-distributor", "execution"];
@@ -175,17 +176,7 @@ async fn kustomize_base_and_example_overlay_render_and_pass_a_dry_run() {
 
 /// Runs helm; returns stdout, panics with stderr on failure.
 fn helm(args: &[&str]) -> String {
-    let output = std::process::Command::new(flotilla_e2e::tools::helm())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run helm: {e}"));
-    assert!(
-        output.status.success(),
-        "helm {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    tools::stdout_of(std::process::Command::new(tools::helm()).args(args))
 }
 
 /// `helm template` of the chart as release `flotilla` in `flotilla-system`, with `extra` flags.

@@ -6,9 +6,11 @@
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
+use std::process::Command;
 use std::time::Duration;
 
 use flotilla_e2e::fixtures::{self, TIMEOUT};
+use flotilla_e2e::tools::stdout_of;
 use flotilla_e2e::wait::{eventually, stays, wait_until};
 use flotilla_e2e::{Env, EnvOptions, Service};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -285,18 +287,12 @@ async fn policy_status(cp: &Client, kind: &str, name: &str) -> Value {
 
 /// Runs `kubectl` against the control plane; returns stdout.
 fn kubectl(env: &Env, args: &[&str]) -> String {
-    let output = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.control_plane.kubeconfig())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"));
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    stdout_of(
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(env.control_plane.kubeconfig())
+            .args(args),
+    )
 }
 
 /// The cell of kubectl table output in the row starting with `row` under header `column`
@@ -321,19 +317,12 @@ fn cell(table: &str, row: &str, column: &str) -> String {
 
 /// Runs the real `flotilla` binary against the control plane; returns stdout.
 fn flotilla(env: &Env, args: &[&str]) -> String {
-    let output = std::process::Command::new(flotilla_e2e::binaries::binary("flotilla"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(env.control_plane.kubeconfig())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run flotilla: {e}"));
-    assert!(
-        output.status.success(),
-        "flotilla {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    stdout_of(
+        Command::new(flotilla_e2e::binaries::binary("flotilla"))
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(env.control_plane.kubeconfig()),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

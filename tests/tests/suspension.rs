@@ -188,18 +188,12 @@ async fn members_keep(env: &Env, name: &str, members: &[usize], image: &str) {
 
 /// `kubectl <args>` against the control plane; stdout.
 fn kubectl(env: &Env, args: &[&str]) -> String {
-    let output = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.control_plane.kubeconfig())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"));
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    flotilla_e2e::tools::stdout_of(
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(env.control_plane.kubeconfig())
+            .args(args),
+    )
 }
 
 /// The value of `column` in the row whose first cell starts with `row_key`, from kubectl's
