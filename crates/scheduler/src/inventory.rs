@@ -12,7 +12,6 @@ use flotilla_runtime::Shutdown as CancellationToken;
 use futures::{Stream, StreamExt};
 use kube::Api;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 
@@ -86,25 +85,17 @@ impl Inventory {
     }
 }
 
-/// Watches Clusters and keeps `inventory` current until `shutdown`. Watch failures are retried
-/// with backoff; the inventory keeps its last views meanwhile.
+/// Watches Clusters (with [`flotilla_runtime::watch`]'s shared rules) and keeps `inventory`
+/// current until `shutdown`. Watch failures are retried with backoff; the inventory keeps its
+/// last views meanwhile.
 pub async fn run(api: Api<Cluster>, inventory: Arc<Inventory>, shutdown: CancellationToken) {
     let (reader, writer) = reflector::store();
-    let events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let mut events = std::pin::pin!(events);
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = events.next() => event,
-        };
-        match event {
-            None => return,
-            Some(Err(error)) => tracing::warn!(%error, "watching Clusters failed; retrying"),
-            Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
-            Some(Ok(_)) => refresh(&reader, &inventory),
-        }
+    // Every change is reported after the store applied it, a list's only once it completed, so
+    // each refresh reads a complete inventory.
+    let watch = flotilla_runtime::watch::run(api, writer, |_| refresh(&reader, &inventory));
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = watch => {}
     }
 }
 
