@@ -130,10 +130,17 @@ spec:
     let (_, verbose) = env.http_get(Service::Execution, "/readyz?verbose").await.unwrap();
     assert!(verbose.contains("[+] membership"), "{verbose}");
 
-    // Readiness reflects real health: without the control-plane API, execution and the
-    // detector are not ready; they are again once it is back.
+    // Readiness reflects real health: without the control-plane API no service is ready; each
+    // is again once it is back, although nothing changes afterwards (a watch re-established on a
+    // quiet kind reports nothing, so readiness cannot wait for a watch event).
+    let services = [
+        Service::Detector,
+        Service::Scheduler,
+        Service::DependencyDistributor,
+        Service::Execution,
+    ];
     env.control_plane.stop();
-    for service in [Service::Execution, Service::Detector] {
+    for service in services {
         let address = env.metrics_address(service);
         eventually(&format!("{service:?} to report not ready"), TIMEOUT, || {
             let address = address.clone();
@@ -151,7 +158,12 @@ spec:
         );
     }
     env.control_plane.start_again().await;
-    for service in [Service::Execution, Service::Detector] {
+    for service in services {
         env.wait_service_ready(service).await;
+        let (_, verbose) = env.http_get(service, "/readyz?verbose").await.unwrap();
+        assert!(
+            verbose.contains("[+] control-plane: reachable"),
+            "{service:?}: {verbose}"
+        );
     }
 }

@@ -228,6 +228,11 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
     }
     let gate = SyncGate::new(parts);
 
+    tokio::spawn(flotilla_runtime::api_probe::run(
+        client.clone(),
+        readiness.clone(),
+        shutdown.clone(),
+    ));
     for (api_version, kind) in [
         ("v1", "ConfigMap"),
         ("v1", "Secret"),

@@ -40,8 +40,6 @@ use crate::index::Key;
 use crate::metrics::metrics;
 use crate::rules::{CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Source, config_map_text};
 
-/// Readiness check: the control-plane API answers the watches.
-pub const CHECK_API: &str = "kube-api";
 /// Readiness check: every cache has been filled once.
 pub const CHECK_SYNCED: &str = "caches-synced";
 /// Readiness line about the dependency rules (always passing; the message says whether a
@@ -122,13 +120,9 @@ pub async fn watch_bindings<K>(
             Ok(event) => event,
             Err(error) => {
                 warn!(%error, kind = K::kind(&()).as_ref(), "binding watch failed; retrying");
-                ctx.readiness
-                    .set(CHECK_API, false, format!("watching {}: {error}", K::plural(&())));
                 continue;
             }
         };
-        ctx.readiness
-            .set(CHECK_API, true, "the control-plane API answers");
         writer.apply_watcher_event(&event);
         match event {
             Event::Init => listed.clear(),

@@ -214,10 +214,13 @@ impl Detector {
             resource_bindings: rb,
             cluster_resource_bindings: crb,
         } = writers;
-        self.readiness.set("kube-api", false, "not checked yet");
         self.readiness.set("caches", false, "syncing");
         let mut tasks: Vec<JoinHandle<()>> = vec![
-            tokio::spawn(Arc::clone(&self).watch_api()),
+            tokio::spawn(flotilla_runtime::api_probe::run(
+                self.client.clone(),
+                self.readiness.clone(),
+                shutdown.clone(),
+            )),
             tokio::spawn(Arc::clone(&self).watch_policies(pp, cpp)),
             tokio::spawn(Arc::clone(&self).watch_bindings(rb, crb)),
             tokio::spawn(Arc::clone(&self).manage_kinds()),
@@ -237,19 +240,6 @@ impl Detector {
     // ------------------------------------------------------------------------------------------
     // Watches.
     // ------------------------------------------------------------------------------------------
-
-    async fn watch_api(self: Arc<Self>) {
-        loop {
-            match self.client.apiserver_version().await {
-                Ok(version) => {
-                    self.readiness
-                        .set("kube-api", true, format!("reachable ({})", version.git_version))
-                }
-                Err(error) => self.readiness.set("kube-api", false, error.to_string()),
-            }
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        }
-    }
 
     async fn watch_policies(
         self: Arc<Self>,

@@ -134,11 +134,6 @@ pub async fn run(
     };
     let mut controller = config.controller;
     controller.leadership = Some(leadership.clone());
-    tokio::spawn(probe_control_plane(
-        client.clone(),
-        readiness.clone(),
-        shutdown.clone(),
-    ));
     let (detector, writers) = Detector::new(client, controller, readiness.clone())?;
     let server = tokio::spawn(grpc.serve(tonic::service::Routes::default(), readiness, shutdown.clone()));
     detector.run(writers, shutdown.clone()).await;
@@ -151,24 +146,4 @@ pub async fn run(
     }
     tracing::info!("flotilla-detector stopped");
     Ok(())
-}
-
-/// Every 2 s: whether the control-plane API answers, as the `control-plane` readiness check
-/// (watches alone would keep serving a stale cache without saying so).
-async fn probe_control_plane(
-    client: kube::Client,
-    readiness: flotilla_rpc::Readiness,
-    shutdown: flotilla_runtime::Shutdown,
-) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(2));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        match client.apiserver_version().await {
-            Ok(_) => readiness.set("control-plane", true, "reachable"),
-            Err(error) => readiness.set("control-plane", false, format!("unreachable: {error}")),
-        }
-    }
 }

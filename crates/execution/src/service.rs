@@ -101,7 +101,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let _telemetry = flotilla_telemetry::init("flotilla-execution", &args.log)?;
     let shutdown = flotilla_runtime::shutdown_token();
     let readiness = Readiness::new(&["flotilla.v1.Execution"]);
-    readiness.set("control-plane", false, "not reached yet");
+    readiness.set(flotilla_runtime::api_probe::CHECK, false, "not checked yet");
     readiness.set("caches", false, "syncing");
     let ops = flotilla_runtime::ops::serve(args.metrics_addr, readiness.clone(), shutdown.clone()).await?;
     let client = flotilla_runtime::kube_client(&args.kube)
@@ -288,10 +288,7 @@ async fn run_housekeeping(ctx: Arc<Context>, readiness: Readiness) {
             _ = ticker.tick() => {}
         }
         let started = Instant::now();
-        match ctx.client.apiserver_version().await {
-            Ok(_) => readiness.set("control-plane", true, "reachable"),
-            Err(error) => readiness.set("control-plane", false, format!("unreachable: {error}")),
-        }
+        flotilla_runtime::api_probe::check(&ctx.client, &readiness).await;
         tracing::trace!(elapsed = ?started.elapsed(), "control plane checked");
         let metrics = metrics();
         metrics.set_queue_depth("bindings", ctx.binding_queue.len());

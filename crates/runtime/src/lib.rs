@@ -5,6 +5,7 @@
 //!
 //! - [`KubeArgs`] and [`kube_client`]: `--kubeconfig`/`--context`, falling back to in-cluster
 //!   configuration;
+//! - [`api_probe`]: the `control-plane` readiness check (does the API answer);
 //! - [`shutdown_token`]: a cancellation token fired by SIGTERM or SIGINT;
 //! - [`ops`]: the HTTP endpoint for Prometheus metrics, liveness and readiness;
 //! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health;
@@ -14,6 +15,7 @@
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues.
 
+pub mod api_probe;
 pub mod grpc;
 pub mod leader;
 pub mod lease;

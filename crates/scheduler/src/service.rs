@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding};
 use flotilla_rpc::Readiness;
@@ -21,8 +20,6 @@ use crate::inventory::Inventory;
 use crate::peers::Peers;
 use crate::reconcile::Context;
 
-/// Readiness check: the control-plane API answers.
-const CHECK_API: &str = "kube-api";
 /// Readiness check: Clusters, ResourceBindings and ClusterResourceBindings are listed.
 const CHECK_CACHES: &str = "caches";
 
@@ -61,7 +58,6 @@ pub enum ServiceError {
 /// Runs the scheduler until `shutdown`.
 pub async fn run(args: Args, shutdown: Shutdown) -> Result<(), ServiceError> {
     let readiness = Readiness::new(&[SERVICE_NAME]);
-    readiness.set(CHECK_API, false, "not checked yet");
     readiness.set(CHECK_CACHES, false, "listing Clusters and bindings");
     let ops = flotilla_runtime::ops::serve(args.metrics_addr, readiness.clone(), shutdown.clone()).await?;
     let client = flotilla_runtime::kube_client(&args.kube).await?;
@@ -83,7 +79,11 @@ pub async fn run(args: Args, shutdown: Shutdown) -> Result<(), ServiceError> {
         inventory.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(probe_api(client.clone(), readiness.clone(), shutdown.clone()));
+    tasks.spawn(flotilla_runtime::api_probe::run(
+        client.clone(),
+        readiness.clone(),
+        shutdown.clone(),
+    ));
     {
         let (client, ctx, readiness, shutdown) =
             (client.clone(), ctx.clone(), readiness.clone(), shutdown.clone());
@@ -121,20 +121,4 @@ async fn run_controllers(client: kube::Client, ctx: Arc<Context>, readiness: Rea
     crate::controller::report(&bindings, &cluster_bindings, shutdown.clone()).await;
     let _ = bindings.task.await;
     let _ = cluster_bindings.task.await;
-}
-
-/// Keeps the `kube-api` readiness check current.
-async fn probe_api(client: kube::Client, readiness: Readiness, shutdown: Shutdown) {
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        match tokio::time::timeout(Duration::from_secs(4), client.apiserver_version()).await {
-            Ok(Ok(_)) => readiness.set(CHECK_API, true, "reachable"),
-            Ok(Err(error)) => readiness.set(CHECK_API, false, format!("unreachable: {error}")),
-            Err(_) => readiness.set(CHECK_API, false, "unreachable: /version timed out"),
-        }
-    }
 }
