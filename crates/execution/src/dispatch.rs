@@ -141,14 +141,11 @@ pub async fn reconcile_binding(
     let started = Instant::now();
     let result = async {
         let _guard = ctx.binding_locks.lock(key).await;
-        let binding = get_binding(ctx, key).await?;
-        if let Some(binding) = &binding {
-            follow_stored_trace(&span, binding, called);
-        }
-        match binding {
-            Some(binding) => reconcile_locked(ctx, key, binding).instrument(span.clone()).await,
-            None => Ok(DispatchOutcome::default()),
-        }
+        let Some(binding) = get_binding(ctx, key).await? else {
+            return Ok(DispatchOutcome::default());
+        };
+        follow_stored_trace(&span, &binding, called);
+        reconcile_locked(ctx, key, binding).instrument(span.clone()).await
     }
     .await;
     let outcome = match &result {
