@@ -353,6 +353,16 @@ impl Env {
         self.service(service).kill();
     }
 
+    /// Pauses `service` (SIGSTOP): it stops processing but keeps its connections and state.
+    pub fn pause(&mut self, service: Service) {
+        self.service(service).pause();
+    }
+
+    /// Resumes a paused `service` (SIGCONT).
+    pub fn resume(&mut self, service: Service) {
+        self.service(service).resume();
+    }
+
     /// Starts a killed `service` again and waits until it is ready.
     pub async fn start_again(&mut self, service: Service) {
         self.service(service).start_again();

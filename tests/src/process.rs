@@ -119,6 +119,25 @@ impl Process {
         false
     }
 
+    /// Stops the process where it is (SIGSTOP), as a process that stalls: it keeps its
+    /// connections and state but does nothing until [`Process::resume`].
+    pub fn pause(&mut self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&mut self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&mut self, signal: Signal) {
+        let pid = self.pid().and_then(|pid| i32::try_from(pid).ok());
+        let Some(pid) = pid else {
+            panic!("{} is not running; cannot send {signal}", self.name);
+        };
+        kill(Pid::from_raw(pid), signal).unwrap_or_else(|e| panic!("{signal} to {}: {e}", self.name));
+    }
+
     /// Starts the process again with the same command line (kills it first if running).
     pub fn restart(&mut self) {
         self.kill();

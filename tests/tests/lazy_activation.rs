@@ -90,13 +90,13 @@ async fn create_nginx(cp: &Client, name: &str) {
     fixtures::apply(cp, &fixtures::deployment_yaml(NS, name, 1, "nginx:1.25")).await;
 }
 
-/// A Deployment `nginx` mounting ConfigMap `name` (a dependency for propagateDeps).
-fn nginx_with_configmap(config: &str) -> String {
+/// A Deployment `name` mounting ConfigMap `config` (a dependency for propagateDeps).
+fn nginx_with_configmap(name: &str, config: &str) -> String {
     format!(
         "apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: nginx
+  name: {name}
   namespace: {NS}
   labels: {{app: nginx}}
 spec:
@@ -261,22 +261,6 @@ async fn wait_claim(cp: &Client, kind: &str, name: &str, key: &str, policy: Opti
     .await;
 }
 
-/// Waits until the wall clock is in a later second than `kind/name`'s creation, so a policy
-/// created now is unambiguously younger than the template (timestamps have second precision).
-async fn after_creation_of(cp: &Client, kind: &str, name: &str) {
-    let api_version = if kind == "Deployment" { "apps/v1" } else { "v1" };
-    let object = fixtures::get(cp, api_version, kind, Some(NS), name)
-        .await
-        .unwrap();
-    let created = object.metadata.creation_timestamp.unwrap().0.as_second();
-    eventually(
-        "the clock to pass the template's creation second",
-        TIMEOUT,
-        || async { k8s_openapi::jiff::Timestamp::now().as_second() > created },
-    )
-    .await;
-}
-
 async fn policy_status(cp: &Client, kind: &str, name: &str) -> Value {
     let namespace = (kind == "PropagationPolicy").then_some(NS);
     let object = fixtures::get(cp, "policy.karmada.io/v1alpha1", kind, namespace, name)
@@ -348,8 +332,8 @@ async fn simple_case_1_policy_created_before_resource() {
 #[tokio::test]
 async fn simple_case_2_policy_created_after_resource() {
     let (env, cp) = start().await;
+    // Back to back: the API's order decides, not the clock or the detector's timing.
     create_nginx(&cp, "nginx").await;
-    after_creation_of(&cp, "Deployment", "nginx").await;
     fixtures::apply(&cp, &pp("pp", "member1", true)).await;
     wait_claim(&cp, "Deployment", "nginx", PP_NAME, Some("pp")).await;
     deployment_stays_on(&env, "nginx", &[]).await;
@@ -532,7 +516,7 @@ async fn combined_case_5_propagate_deps_follow_the_workload() {
     fixtures::apply(&cp, &with_deps("member1")).await;
     fixtures::apply(&cp, &configmap("nginx-config")).await;
     configmap_stays_on(&env, "nginx-config", &[]).await;
-    fixtures::apply(&cp, &nginx_with_configmap("nginx-config")).await;
+    fixtures::apply(&cp, &nginx_with_configmap("nginx", "nginx-config")).await;
     wait_deployment_on(&env, "nginx", &[1]).await;
     wait_configmap_on(&env, "nginx-config", &[1]).await;
 
@@ -551,9 +535,8 @@ async fn combined_case_5_propagate_deps_follow_the_workload() {
 #[tokio::test]
 async fn combined_case_6_propagate_deps_enabled_lazily() {
     let (env, cp) = start().await;
-    fixtures::apply(&cp, &nginx_with_configmap("nginx-config")).await;
+    fixtures::apply(&cp, &nginx_with_configmap("nginx", "nginx-config")).await;
     fixtures::apply(&cp, &configmap("nginx-config")).await;
-    after_creation_of(&cp, "ConfigMap", "nginx-config").await;
     let both = "[{apiVersion: apps/v1, kind: Deployment, name: nginx}, {apiVersion: v1, kind: ConfigMap, name: nginx-config}]";
     let deps = |cluster: &str, on: bool| {
         policy(
@@ -609,7 +592,6 @@ async fn default_cases_1_to_4_apply_policy_changes_at_once() {
     };
     // Case 4 needs the template first.
     create_nginx(&cp, "case4").await;
-    after_creation_of(&cp, "Deployment", "case4").await;
     fixtures::apply(&cp, &immediate("c1", "case1", "member1", "")).await;
     fixtures::apply(&cp, &immediate("c2-old", "case2", "member1", "")).await;
     fixtures::apply(&cp, &immediate("c3-old", "case3", "member1", "")).await;
@@ -1078,4 +1060,521 @@ async fn scale_lazy_edit_and_activate_100() {
     );
     assert_eq!(refreshed.len(), 100);
     assert_eq!(untouched, n - 100);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seed's Test Plan in the API's order: every case again with its steps applied back to
+// back, with the detector paused (SIGSTOP) while they happen, and with the detector killed
+// between them. The outcome must follow the order of the writes in the API, never the order or
+// timing in which the detector's watches deliver them (issue 15). The cases share one
+// installation per mode; each has its own objects (prefixed with the case's id).
+// ---------------------------------------------------------------------------------------------
+
+/// One user action.
+enum Step {
+    /// `kubectl apply` of a YAML document.
+    Apply(String),
+    /// `kubectl delete` of a YAML document's object.
+    Delete(String),
+    /// A user edit of a Deployment (the seed's `refresh-time` label).
+    Touch(String),
+}
+
+/// What the seed says the user sees once the steps of a phase are done.
+enum Expect {
+    /// The Deployment reaches exactly these members.
+    On(String, Vec<usize>),
+    /// The Deployment stays (unchanged) on exactly these members.
+    Stays(String, Vec<usize>),
+    /// The ConfigMap reaches exactly these members.
+    ConfigMapOn(String, Vec<usize>),
+    /// The ConfigMap stays on exactly these members.
+    ConfigMapStays(String, Vec<usize>),
+    /// The template (`kind`, name) is claimed via the claim annotation `key` by the policy
+    /// named (or by none).
+    Claimed(&'static str, String, &'static str, Option<String>),
+    /// The binding says the policy's generation is pending (`binding`, `policy` as in the
+    /// condition message, generation).
+    Pending(String, String, i64),
+    /// The template has no binding.
+    NoBinding(String),
+}
+
+/// Steps the seed applies together, then what it expects.
+struct Phase {
+    steps: Vec<Step>,
+    expect: Vec<Expect>,
+}
+
+/// One case of the seed's Test Plan (or of Karmada's issue), with its own objects.
+struct Case {
+    name: &'static str,
+    phases: Vec<Phase>,
+}
+
+/// How the steps of a phase meet the detector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Applied back to back while everything runs.
+    BackToBack,
+    /// Applied while the detector is paused (SIGSTOP), which is resumed afterwards.
+    DetectorPaused,
+    /// The detector is killed (SIGKILL) after the first step and started again after the last.
+    DetectorKilled,
+}
+
+fn phase(steps: Vec<Step>, expect: Vec<Expect>) -> Phase {
+    Phase { steps, expect }
+}
+
+fn selects(deployment: &str) -> String {
+    format!("[{{apiVersion: apps/v1, kind: Deployment, name: {deployment}}}]")
+}
+
+fn lazy_pp(name: &str, deployment: &str, cluster: &str, lazy: bool) -> String {
+    policy("PropagationPolicy", name, &selects(deployment), cluster, lazy, "")
+}
+
+fn lazy_cpp(name: &str, deployment: &str, cluster: &str, lazy: bool) -> String {
+    policy(
+        "ClusterPropagationPolicy",
+        name,
+        &selects(deployment),
+        cluster,
+        lazy,
+        "",
+    )
+}
+
+fn nginx_named(name: &str) -> String {
+    fixtures::deployment_yaml(NS, name, 1, "nginx:1.25")
+}
+
+const PREEMPT: &str = "  priority: 2\n  preemption: Always\n";
+
+/// Every lazy case of the seed's Test Plan, and Karmada #5348 ("a deleted, never-activated
+/// lazy policy does not block later policies", with an immediate and with a Lazy successor).
+fn seed_cases() -> Vec<Case> {
+    use Expect::*;
+    use Step::*;
+    let d = |id: &str| format!("{id}-nginx");
+    let rb = |id: &str| format!("{id}-nginx-deployment");
+    let pp_ref = |name: &str| format!("PropagationPolicy {NS}/{name}");
+    let s = String::from;
+    vec![
+        Case {
+            name: "Simple Case 1 (policy created before resource)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_pp("sc1-pp", &d("sc1"), "member1", true)),
+                        Apply(nginx_named(&d("sc1"))),
+                    ],
+                    vec![On(d("sc1"), vec![1])],
+                ),
+                phase(
+                    vec![Delete(lazy_pp("sc1-pp", &d("sc1"), "member1", true))],
+                    vec![
+                        Claimed("Deployment", d("sc1"), PP_NAME, None),
+                        Stays(d("sc1"), vec![1]),
+                    ],
+                ),
+            ],
+        },
+        Case {
+            name: "Simple Case 2 (policy created after resource)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(nginx_named(&d("sc2"))),
+                        Apply(lazy_pp("sc2-pp", &d("sc2"), "member1", true)),
+                    ],
+                    vec![
+                        Claimed("Deployment", d("sc2"), PP_NAME, Some(s("sc2-pp"))),
+                        Stays(d("sc2"), vec![]),
+                        NoBinding(rb("sc2")),
+                    ],
+                ),
+                phase(vec![Touch(d("sc2"))], vec![On(d("sc2"), vec![1])]),
+            ],
+        },
+        Case {
+            name: "Simple Case 3 (lazy to immediate)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_pp("sc3-pp", &d("sc3"), "member1", true)),
+                        Apply(nginx_named(&d("sc3"))),
+                    ],
+                    vec![On(d("sc3"), vec![1])],
+                ),
+                phase(
+                    vec![Apply(lazy_pp("sc3-pp", &d("sc3"), "member2", false))],
+                    vec![On(d("sc3"), vec![2])],
+                ),
+            ],
+        },
+        Case {
+            name: "Simple Case 4 (immediate to lazy)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_pp("sc4-pp", &d("sc4"), "member1", false)),
+                        Apply(nginx_named(&d("sc4"))),
+                    ],
+                    vec![On(d("sc4"), vec![1])],
+                ),
+                phase(
+                    vec![Apply(lazy_pp("sc4-pp", &d("sc4"), "member2", true))],
+                    vec![Pending(rb("sc4"), pp_ref("sc4-pp"), 2), Stays(d("sc4"), vec![1])],
+                ),
+                phase(vec![Touch(d("sc4"))], vec![On(d("sc4"), vec![2])]),
+            ],
+        },
+        Case {
+            name: "Combined Case 1 (policy deleted)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_pp("cc1-pp1", &d("cc1"), "member1", true)),
+                        Apply(nginx_named(&d("cc1"))),
+                    ],
+                    vec![On(d("cc1"), vec![1])],
+                ),
+                phase(
+                    vec![
+                        Apply(lazy_pp("cc1-pp2", &d("cc1"), "member2", true)),
+                        Delete(lazy_pp("cc1-pp1", &d("cc1"), "member1", true)),
+                    ],
+                    vec![
+                        Claimed("Deployment", d("cc1"), PP_NAME, Some(s("cc1-pp2"))),
+                        Pending(rb("cc1"), pp_ref("cc1-pp2"), 1),
+                        Stays(d("cc1"), vec![1]),
+                    ],
+                ),
+                phase(vec![Touch(d("cc1"))], vec![On(d("cc1"), vec![2])]),
+            ],
+        },
+        Case {
+            name: "Combined Case 2 (policy no longer match)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_cpp("cc2-cpp1", &d("cc2"), "member1", true)),
+                        Apply(nginx_named(&d("cc2"))),
+                    ],
+                    vec![On(d("cc2"), vec![1])],
+                ),
+                phase(
+                    vec![
+                        Apply(lazy_cpp("cc2-cpp2", &d("cc2"), "member2", true)),
+                        Apply(lazy_cpp("cc2-cpp1", "cc2-other", "member1", true)),
+                    ],
+                    vec![
+                        Claimed("Deployment", d("cc2"), CPP_NAME, Some(s("cc2-cpp2"))),
+                        Pending(rb("cc2"), s("ClusterPropagationPolicy cc2-cpp2"), 1),
+                        Stays(d("cc2"), vec![1]),
+                    ],
+                ),
+                phase(vec![Touch(d("cc2"))], vec![On(d("cc2"), vec![2])]),
+            ],
+        },
+        Case {
+            name: "Combined Case 3 (policy preemption, immediate)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_cpp("cc3-cpp1", &d("cc3"), "member1", true)),
+                        Apply(nginx_named(&d("cc3"))),
+                    ],
+                    vec![On(d("cc3"), vec![1])],
+                ),
+                phase(
+                    vec![Apply(policy(
+                        "PropagationPolicy",
+                        "cc3-pp2",
+                        &selects(&d("cc3")),
+                        "member2",
+                        false,
+                        PREEMPT,
+                    ))],
+                    vec![
+                        On(d("cc3"), vec![2]),
+                        Claimed("Deployment", d("cc3"), PP_NAME, Some(s("cc3-pp2"))),
+                    ],
+                ),
+            ],
+        },
+        Case {
+            name: "Combined Case 4 (policy preemption, lazy)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(lazy_pp("cc4-pp1", &d("cc4"), "member1", true)),
+                        Apply(nginx_named(&d("cc4"))),
+                    ],
+                    vec![On(d("cc4"), vec![1])],
+                ),
+                phase(
+                    vec![Apply(policy(
+                        "PropagationPolicy",
+                        "cc4-pp2",
+                        &selects(&d("cc4")),
+                        "member2",
+                        true,
+                        PREEMPT,
+                    ))],
+                    vec![
+                        Claimed("Deployment", d("cc4"), PP_NAME, Some(s("cc4-pp2"))),
+                        Pending(rb("cc4"), pp_ref("cc4-pp2"), 1),
+                        Stays(d("cc4"), vec![1]),
+                    ],
+                ),
+                phase(vec![Touch(d("cc4"))], vec![On(d("cc4"), vec![2])]),
+            ],
+        },
+        {
+            let with_deps = |cluster: &str| {
+                policy(
+                    "PropagationPolicy",
+                    "cc5-pp",
+                    &selects(&d("cc5")),
+                    cluster,
+                    true,
+                    "  propagateDeps: true\n",
+                )
+            };
+            Case {
+                name: "Combined Case 5 (propagate dependencies)",
+                phases: vec![
+                    phase(
+                        vec![Apply(with_deps("member1")), Apply(configmap("cc5-config"))],
+                        vec![ConfigMapStays(s("cc5-config"), vec![])],
+                    ),
+                    phase(
+                        vec![Apply(nginx_with_configmap(&d("cc5"), "cc5-config"))],
+                        vec![On(d("cc5"), vec![1]), ConfigMapOn(s("cc5-config"), vec![1])],
+                    ),
+                    phase(
+                        vec![Apply(with_deps("member2"))],
+                        vec![
+                            Pending(rb("cc5"), pp_ref("cc5-pp"), 2),
+                            Stays(d("cc5"), vec![1]),
+                            ConfigMapStays(s("cc5-config"), vec![1]),
+                        ],
+                    ),
+                    phase(
+                        vec![Touch(d("cc5"))],
+                        vec![On(d("cc5"), vec![2]), ConfigMapOn(s("cc5-config"), vec![2])],
+                    ),
+                ],
+            }
+        },
+        {
+            let both = format!(
+                "[{{apiVersion: apps/v1, kind: Deployment, name: {}}}, {{apiVersion: v1, kind: ConfigMap, name: cc6-config}}]",
+                d("cc6")
+            );
+            let deps = move |cluster: &str, on: bool| {
+                policy(
+                    "PropagationPolicy",
+                    "cc6-pp",
+                    &both,
+                    cluster,
+                    true,
+                    &format!("  propagateDeps: {on}\n"),
+                )
+            };
+            Case {
+                name: "Combined Case 6 (propagate dependencies)",
+                phases: vec![
+                    phase(
+                        vec![
+                            Apply(nginx_with_configmap(&d("cc6"), "cc6-config")),
+                            Apply(configmap("cc6-config")),
+                            Apply(deps("member1", false)),
+                        ],
+                        vec![
+                            Claimed("Deployment", d("cc6"), PP_NAME, Some(s("cc6-pp"))),
+                            Claimed("ConfigMap", s("cc6-config"), PP_NAME, Some(s("cc6-pp"))),
+                            Stays(d("cc6"), vec![]),
+                            ConfigMapStays(s("cc6-config"), vec![]),
+                        ],
+                    ),
+                    phase(
+                        vec![Touch(d("cc6"))],
+                        vec![On(d("cc6"), vec![1]), ConfigMapStays(s("cc6-config"), vec![])],
+                    ),
+                    phase(
+                        vec![Apply(deps("member2", true))],
+                        vec![
+                            Pending(rb("cc6"), pp_ref("cc6-pp"), 2),
+                            Stays(d("cc6"), vec![1]),
+                            ConfigMapStays(s("cc6-config"), vec![]),
+                        ],
+                    ),
+                    phase(
+                        vec![Touch(d("cc6"))],
+                        vec![On(d("cc6"), vec![2]), ConfigMapOn(s("cc6-config"), vec![2])],
+                    ),
+                ],
+            }
+        },
+        Case {
+            name: "Karmada #5348 (deleted lazy policy, then an immediate one)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(nginx_named(&d("k1"))),
+                        Apply(lazy_pp("k1-lazy", &d("k1"), "member1", true)),
+                    ],
+                    vec![
+                        Claimed("Deployment", d("k1"), PP_NAME, Some(s("k1-lazy"))),
+                        Stays(d("k1"), vec![]),
+                    ],
+                ),
+                phase(
+                    vec![
+                        Delete(lazy_pp("k1-lazy", &d("k1"), "member1", true)),
+                        Apply(lazy_pp("k1-next", &d("k1"), "member2", false)),
+                    ],
+                    vec![
+                        On(d("k1"), vec![2]),
+                        Claimed("Deployment", d("k1"), PP_NAME, Some(s("k1-next"))),
+                    ],
+                ),
+            ],
+        },
+        Case {
+            name: "Karmada #5348 (deleted lazy policy, then a lazy one)",
+            phases: vec![
+                phase(
+                    vec![
+                        Apply(nginx_named(&d("k2"))),
+                        Apply(lazy_pp("k2-lazy", &d("k2"), "member1", true)),
+                    ],
+                    vec![
+                        Claimed("Deployment", d("k2"), PP_NAME, Some(s("k2-lazy"))),
+                        Stays(d("k2"), vec![]),
+                    ],
+                ),
+                phase(
+                    vec![
+                        Delete(lazy_pp("k2-lazy", &d("k2"), "member1", true)),
+                        Apply(lazy_pp("k2-next", &d("k2"), "member2", true)),
+                    ],
+                    vec![
+                        Claimed("Deployment", d("k2"), PP_NAME, Some(s("k2-next"))),
+                        Stays(d("k2"), vec![]),
+                        NoBinding(rb("k2")),
+                    ],
+                ),
+                phase(vec![Touch(d("k2"))], vec![On(d("k2"), vec![2])]),
+            ],
+        },
+    ]
+}
+
+async fn run_step(cp: &Client, step: &Step) {
+    match step {
+        Step::Apply(yaml) => {
+            fixtures::apply(cp, yaml).await;
+        }
+        Step::Delete(yaml) => fixtures::delete(cp, yaml).await,
+        Step::Touch(deployment) => {
+            // Every edit a new value: an edit that changes nothing is no edit.
+            static EDITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = EDITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            touch(cp, deployment, &format!("edit-{n}")).await;
+        }
+    }
+}
+
+async fn check(env: &Env, cp: &Client, expect: &Expect) {
+    match expect {
+        Expect::On(name, members) => wait_deployment_on(env, name, members).await,
+        Expect::Stays(name, members) => deployment_stays_on(env, name, members).await,
+        Expect::ConfigMapOn(name, members) => wait_configmap_on(env, name, members).await,
+        Expect::ConfigMapStays(name, members) => configmap_stays_on(env, name, members).await,
+        Expect::Claimed(kind, name, key, policy) => wait_claim(cp, kind, name, key, policy.as_deref()).await,
+        Expect::Pending(binding, policy, generation) => {
+            wait_pending(cp, binding, policy, *generation).await;
+        }
+        Expect::NoBinding(name) => assert!(binding(cp, name).await.is_none(), "{name}: no binding"),
+    }
+}
+
+/// Runs every case's phases in `mode`: the steps of phase N of every case, then the
+/// expectations of phase N of every case (cases in parallel, each case's expectations in
+/// order).
+async fn run_seed_cases(mode: Mode) {
+    let (mut env, cp) = start().await;
+    let cases = seed_cases();
+    let phases = cases.iter().map(|c| c.phases.len()).max().unwrap_or(0);
+    for n in 0..phases {
+        let current: Vec<(&str, &Phase)> = cases
+            .iter()
+            .filter_map(|c| c.phases.get(n).map(|p| (c.name, p)))
+            .collect();
+        // The first step of every case's phase, then the rest, each case's steps in order.
+        let (firsts, rests): (Vec<_>, Vec<_>) = current
+            .iter()
+            .map(|(_, p)| {
+                p.steps
+                    .split_first()
+                    .map_or((None, &[][..]), |(f, r)| (Some(f), r))
+            })
+            .unzip();
+        match mode {
+            Mode::BackToBack => {}
+            Mode::DetectorPaused => env.pause(Service::Detector),
+            Mode::DetectorKilled => {}
+        }
+        futures::future::join_all(firsts.iter().flatten().map(|step| run_step(&cp, step))).await;
+        if mode == Mode::DetectorKilled {
+            env.kill(Service::Detector);
+        }
+        futures::future::join_all(rests.iter().map(|steps| async {
+            for step in *steps {
+                run_step(&cp, step).await;
+            }
+        }))
+        .await;
+        match mode {
+            Mode::BackToBack => {}
+            Mode::DetectorPaused => env.resume(Service::Detector),
+            Mode::DetectorKilled => env.start_again(Service::Detector).await,
+        }
+        futures::future::join_all(current.iter().map(|(name, p)| {
+            let (env, cp) = (&env, &cp);
+            async move {
+                for expect in &p.expect {
+                    check(env, cp, expect).await;
+                }
+                eprintln!("{mode:?}: {name}: phase {} as the seed says", n + 1);
+            }
+        }))
+        .await;
+    }
+}
+
+/// Every seed case with its steps applied back to back (no waiting for any service between
+/// them): a template and a Lazy policy applied 0.1 s apart are ordered by the API.
+#[tokio::test]
+async fn seed_cases_with_back_to_back_applies() {
+    run_seed_cases(Mode::BackToBack).await;
+}
+
+/// Every seed case with the detector paused (SIGSTOP) while the steps happen, then resumed:
+/// it sees all of them at once and still decides as if it had seen each in turn.
+#[tokio::test]
+async fn seed_cases_with_the_detector_paused_during_the_steps() {
+    run_seed_cases(Mode::DetectorPaused).await;
+}
+
+/// Every seed case with the detector killed (SIGKILL) after the first step and started again
+/// after the last: a fresh process, with nothing but the API's state, decides the same.
+#[tokio::test]
+async fn seed_cases_with_the_detector_killed_between_the_steps() {
+    run_seed_cases(Mode::DetectorKilled).await;
 }

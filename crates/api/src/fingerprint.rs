@@ -221,6 +221,7 @@ mod tests {
             "propagationpolicy.karmada.io/name",
             "clusterpropagationpolicy.karmada.io/permanent-id",
             "flotilla.io/lazy-baseline",
+            "flotilla.io/content-revision",
             "flotilla.io/activate",
             "x.flotilla.io/y",
         ] {

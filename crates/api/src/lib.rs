@@ -32,6 +32,7 @@ pub mod conditions;
 pub mod crds;
 pub mod fingerprint;
 pub mod policy;
+pub mod revision;
 pub mod validation;
 pub mod well_known;
 pub mod work;

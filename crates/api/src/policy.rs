@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::ops::{Deref, DerefMut};
 
 use k8s_openapi::api::core::v1::Toleration;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -227,15 +227,39 @@ pub struct PolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_activation_templates: Option<i64>,
 
-    /// When the current `spec.resourceSelectors` took effect: the policy's creation, or the
-    /// moment the detector first saw a selector edit. A Lazy policy propagates templates
-    /// created at or after this time at once (seed lazy-activation-preference, Notes 1).
+    /// The write that produced the current `metadata.generation` of the spec, as the detector
+    /// recorded it: lazy activation compares a template's last content write with it (a Lazy
+    /// policy's generation applies to templates written after it). See
+    /// `docs/lazy-activation.md`, "The rule".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selectors_observed_at: Option<Time>,
+    pub generation_revision: Option<GenerationRevision>,
 
-    /// Fingerprint of the `spec.resourceSelectors` that `selectorsObservedAt` belongs to.
+    /// The write at which the current `spec.resourceSelectors` took effect: which of several
+    /// policies claims a template follows the order in which they started matching it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selectors_fingerprint: Option<String>,
+    pub selectors_revision: Option<SelectorsRevision>,
+}
+
+/// `status.generationRevision` of a policy: the resourceVersion of the write that produced one
+/// generation of its spec.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerationRevision {
+    /// The spec generation.
+    pub generation: i64,
+    /// The resourceVersion of the write that produced it.
+    pub resource_version: String,
+}
+
+/// `status.selectorsRevision` of a policy: the resourceVersion of the write from which its
+/// current resource selectors apply.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorsRevision {
+    /// Fingerprint of the `spec.resourceSelectors` this record belongs to.
+    pub fingerprint: String,
+    /// The resourceVersion of the write from which they apply.
+    pub resource_version: String,
 }
 
 /// Selects resource templates by apiVersion and kind, and optionally namespace, name and labels.

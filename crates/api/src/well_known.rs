@@ -79,8 +79,26 @@ pub const TEMPLATE_FINGERPRINT_ANNOTATION: &str = "flotilla.io/template-fingerpr
 /// Annotation on a binding: `<policy uid>/<generation>` whose propagation fields the binding's
 /// spec reflects. Written by the detector.
 pub const POLICY_GENERATION_ANNOTATION: &str = "flotilla.io/policy-generation";
-/// Annotation on a template: its fingerprint when a Lazy policy claimed it without creating its
-/// binding. Written by the detector.
+/// Annotation on a template: `<fingerprint>@<resourceVersion>`, the write that produced the
+/// template's current content as far as the detector knows (its own writes to the template do
+/// not change the content, so they must not count as content writes). Written by the detector
+/// together with every write it makes to the template; see `docs/lazy-activation.md`.
+pub const CONTENT_REVISION_ANNOTATION: &str = "flotilla.io/content-revision";
+/// Annotation on a template: the resourceVersion from which a content write counts as a change
+/// under its current claim (the write that moved the claim to its policy: the previous
+/// claimant's deletion or selector edit, a preemptor's generation, or the claimant's
+/// selectors). Written by the detector with every claim change; see `docs/lazy-activation.md`.
+pub const CLAIM_REVISION_ANNOTATION: &str = "flotilla.io/claim-revision";
+/// Finalizer the detector keeps on PropagationPolicies (Karmada's): the policy's templates are
+/// released (or handed to another policy) before it goes, and its deletion stays visible, with
+/// its resourceVersion, until they are.
+pub const PROPAGATION_POLICY_FINALIZER: &str = "karmada.io/propagation-policy-controller";
+/// Finalizer the detector keeps on ClusterPropagationPolicies (Karmada's).
+pub const CLUSTER_PROPAGATION_POLICY_FINALIZER: &str = "karmada.io/cluster-propagation-policy-controller";
+/// Annotation on a template written by detectors before `flotilla.io/content-revision`: its
+/// fingerprint when a Lazy policy claimed it without creating its binding. Still read (a
+/// template whose content equals it is older than the claim) and removed on the detector's next
+/// write of the template.
 pub const LAZY_BASELINE_ANNOTATION: &str = "flotilla.io/lazy-baseline";
 /// Annotation on a template: `<policy uid>/<generation>` the user allows the detector to
 /// activate for this template even though it did not change (`flotilla activate`).

@@ -249,6 +249,25 @@ pub fn propagation_equal(a: &ResourceBindingSpec, b: &ResourceBindingSpec) -> bo
         && scheduler(a) == scheduler(b)
 }
 
+/// `desired` with the propagation fields (those [`propagation_equal`] compares) of `current`:
+/// a new version of the template under the propagation the binding already has (lazy
+/// activation's [`crate::lazy::LazyAction::RefreshContent`]).
+pub fn with_propagation_of(
+    desired: &ResourceBindingSpec,
+    current: &ResourceBindingSpec,
+) -> ResourceBindingSpec {
+    ResourceBindingSpec {
+        placement: current.placement.clone(),
+        propagate_deps: current.propagate_deps,
+        conflict_resolution: current.conflict_resolution.clone(),
+        suspension: current.suspension.clone(),
+        failover: current.failover.clone(),
+        preserve_resources_on_deletion: current.preserve_resources_on_deletion,
+        scheduler_name: current.scheduler_name.clone(),
+        ..desired.clone()
+    }
+}
+
 /// The controller owner reference a binding carries to its template.
 pub fn owner_reference(key: &TemplateKey, uid: &str) -> Value {
     json!({
@@ -581,6 +600,35 @@ mod tests {
         let mut zero = desired.clone();
         zero.replicas = 0;
         assert_eq!(spec_patch(&desired, &zero), Some(json!({"replicas": null})));
+    }
+
+    #[test]
+    fn content_under_the_current_propagation() {
+        let template = deployment();
+        let key = deployment_key();
+        let mut old_policy = policy();
+        old_policy.placement.cluster_affinity = None;
+        old_policy.propagate_deps = false;
+        let current = desired_spec(&template, &key, &old_policy, Some("1".into())).unwrap();
+        let mut scaled = template.clone();
+        scaled["spec"]["replicas"] = json!(7);
+        let desired = desired_spec(&scaled, &key, &policy(), Some("9".into())).unwrap();
+        let merged = with_propagation_of(&desired, &current);
+        // Propagation from the binding, content from the template.
+        assert!(propagation_equal(&merged, &current));
+        assert!(!propagation_equal(&merged, &desired));
+        assert_eq!(merged.replicas, 7);
+        assert_eq!(merged.resource.resource_version.as_deref(), Some("9"));
+        assert_eq!(merged.replica_requirements, desired.replica_requirements);
+        // Every owned field is either content or propagation: the merged spec differs from the
+        // desired one only in propagation fields.
+        let patch = spec_patch(&desired, &merged).unwrap();
+        for field in patch.as_object().unwrap().keys() {
+            assert!(
+                !["resource", "replicas", "replicaRequirements"].contains(&field.as_str()),
+                "{field}"
+            );
+        }
     }
 
     #[test]

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use flotilla_api::policy::{ClusterPropagationPolicy, PolicyStatus, PropagationPolicy, PropagationSpec};
 use flotilla_api::well_known::{
-    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, POLICY_GENERATION_ANNOTATION,
-    PROPAGATION_POLICY_PERMANENT_ID_LABEL, conditions::POLICY_ACTIVATED, reasons,
+    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+    POLICY_GENERATION_ANNOTATION, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+    conditions::POLICY_ACTIVATED, reasons,
 };
 use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
@@ -45,13 +46,11 @@ use crate::binding::BindingView;
 use crate::claim::Claim;
 use crate::events::EventRecorder;
 use crate::keys::{Gvk, PolicyKey, PolicyKind, TemplateKey};
-use crate::lazy::{LazyAction, RefreshReason};
 use crate::matching::PolicyView;
 use crate::metrics::metrics;
 use crate::plan::{BindingWrite, ConditionChange, Outcome, TemplateInput, TemplatePlan, plan_template};
-use crate::policy::{
-    Counts, cluster_propagation_policy_view, desired_status, propagation_policy_view, selectors_observation,
-};
+use crate::policy::{Counts, cluster_propagation_policy_view, desired_status, propagation_policy_view};
+use crate::revision::revisions_to_record;
 
 /// Tunables of the controller.
 #[derive(Clone, Debug)]
@@ -87,8 +86,8 @@ pub enum ReconcileError {
     /// An API call failed.
     #[error(transparent)]
     Api(#[from] ApiError),
-    /// The binding appeared (or vanished) between the cache read and the write; retried.
-    #[error("binding {0} changed concurrently; retrying")]
+    /// The template or its binding changed between the read and the write; retried.
+    #[error("{0} changed concurrently; retrying")]
     Race(String),
 }
 
@@ -134,11 +133,9 @@ pub struct Detector {
     synced: Synced,
     kinds: RwLock<BTreeMap<Gvk, Arc<KindWatch>>>,
     views: RwLock<BTreeMap<PolicyKey, PolicyView>>,
-    /// Selectors observations made by this process whose status write may not have landed.
-    observed: Mutex<HashMap<String, (String, Timestamp)>>,
-    /// `(generation, valid)` per policy uid whose templates were last queued: an optimisation
-    /// only (a restart queues everything again), never an input of a decision.
-    fanned_out: Mutex<HashMap<String, (i64, bool)>>,
+    /// `(generation, valid, deleting)` per policy uid whose templates were last queued: an
+    /// optimisation only (a restart queues everything again), never an input of a decision.
+    fanned_out: Mutex<HashMap<String, (i64, bool, bool)>>,
     templates: WorkQueue<TemplateKey>,
     policies: WorkQueue<PolicyKey>,
     status_dirty: Mutex<BTreeSet<PolicyKey>>,
@@ -187,7 +184,6 @@ impl Detector {
             synced: Synced::default(),
             kinds: RwLock::default(),
             views: RwLock::default(),
-            observed: Mutex::default(),
             fanned_out: Mutex::default(),
             templates: WorkQueue::default(),
             policies: WorkQueue::default(),
@@ -372,28 +368,17 @@ impl Detector {
         self.kinds.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn observation(&self, uid: Option<&String>) -> Option<(String, Timestamp)> {
-        let uid = uid?;
-        self.observed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uid)
-            .cloned()
-    }
-
     /// Rebuilds the cached view of one policy from the store.
     fn rebuild_view(&self, key: &PolicyKey) {
         let view = match key.kind {
             PolicyKind::PropagationPolicy => self
                 .propagation_policies
                 .get(&ObjectRef::new(&key.name).within(key.namespace.as_deref().unwrap_or_default()))
-                .map(|p| propagation_policy_view(&p, self.observation(p.metadata.uid.as_ref()).as_ref())),
+                .map(|p| propagation_policy_view(&p)),
             PolicyKind::ClusterPropagationPolicy => self
                 .cluster_propagation_policies
                 .get(&ObjectRef::new(&key.name))
-                .map(|p| {
-                    cluster_propagation_policy_view(&p, self.observation(p.metadata.uid.as_ref()).as_ref())
-                }),
+                .map(|p| cluster_propagation_policy_view(&p)),
         };
         let mut views = self.views.write().unwrap_or_else(|p| p.into_inner());
         match view {
@@ -770,7 +755,10 @@ impl Detector {
             traceparent: traceparent.as_deref(),
         });
         if needs_confirmation(&plan) {
-            // Never let a lagging cache activate a Lazy change: decide again on fresh objects.
+            // A binding's spec is written from the API's state, not from caches that may lag
+            // behind each other: decide again on the template, its binding and the claiming
+            // policy read fresh (a policy edit made before a template edit, say a suspension,
+            // must be in the binding that carries the template edit).
             let Some(fresh) = get_template(&self.client, &resource, key).await? else {
                 return Ok(Outcome::Ignored);
             };
@@ -779,7 +767,10 @@ impl Detector {
                 .get(&key.binding_name())
                 .await?;
             let previous = Claim::read_object(&object);
-            let policies = self.candidate_policies(&key.gvk, previous.as_ref());
+            let mut policies = self.candidate_policies(&key.gvk, previous.as_ref());
+            if let Some(claimant) = &plan.policy {
+                self.refresh_candidate(&mut policies, claimant).await?;
+            }
             plan = plan_template(&TemplateInput {
                 key,
                 object: &object,
@@ -798,6 +789,35 @@ impl Detector {
         Ok(plan.outcome)
     }
 
+    /// Replaces `key`'s view among `policies` with one read from the API (removes it when the
+    /// policy is gone).
+    async fn refresh_candidate(
+        &self,
+        policies: &mut Vec<PolicyView>,
+        key: &PolicyKey,
+    ) -> Result<(), ReconcileError> {
+        let fresh = match key.kind {
+            PolicyKind::PropagationPolicy => self
+                .pp_api(key)
+                .get_opt(&key.name)
+                .await
+                .map(|p| p.as_ref().map(propagation_policy_view)),
+            PolicyKind::ClusterPropagationPolicy => self
+                .cpp_api()
+                .get_opt(&key.name)
+                .await
+                .map(|p| p.as_ref().map(cluster_propagation_policy_view)),
+        }
+        .map_err(|source| ApiError::Kube {
+            action: "reading policy",
+            object: key.to_string(),
+            source,
+        })?;
+        policies.retain(|p| p.key != *key);
+        policies.extend(fresh);
+        Ok(())
+    }
+
     async fn execute(
         self: &Arc<Self>,
         key: &TemplateKey,
@@ -812,10 +832,17 @@ impl Detector {
                 .warn(template_reference(key, object), warning.reason, &warning.message)
                 .await;
         }
-        if let Some(patch) = &plan.template_patch
-            && !patch_template(&self.client, resource, key, patch).await?
-        {
-            return Ok(());
+        if let Some(patch) = &plan.template_patch {
+            match patch_template(&self.client, resource, key, patch).await {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                // The template changed since it was read (the patch carries its
+                // resourceVersion): plan again on the new version.
+                Err(error) if error.is_conflict() => {
+                    return Err(ReconcileError::Race(format!("template {key}")));
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
         let api = BindingApi::for_template(&self.client, key);
         let now = Timestamp::now();
@@ -825,7 +852,7 @@ impl Detector {
                 let created = match api.create(object).await {
                     Ok(created) => created,
                     Err(error) if error.is_conflict() => {
-                        return Err(ReconcileError::Race(key.binding_name()));
+                        return Err(ReconcileError::Race(format!("binding {}", key.binding_name())));
                     }
                     Err(error) => return Err(error.into()),
                 };
@@ -841,13 +868,13 @@ impl Detector {
                 condition,
             } => {
                 let Some(mut current) = binding else {
-                    return Err(ReconcileError::Race(key.binding_name()));
+                    return Err(ReconcileError::Race(format!("binding {}", key.binding_name())));
                 };
                 if let Some(patch) = patch {
                     current = match api.patch(&current.name, patch, false).await {
                         Ok(patched) => patched,
                         Err(error) if error.is_not_found() => {
-                            return Err(ReconcileError::Race(key.binding_name()));
+                            return Err(ReconcileError::Race(format!("binding {}", key.binding_name())));
                         }
                         Err(error) => return Err(error.into()),
                     };
@@ -901,7 +928,7 @@ impl Detector {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(ReconcileError::Race(binding.name))
+        Err(ReconcileError::Race(format!("binding {}", binding.name)))
     }
 
     /// Tells the scheduler (fast path, in the background, carrying the current trace). A
@@ -952,15 +979,6 @@ impl Detector {
         };
         let now = Timestamp::now();
         let uid = policy.metadata.uid.clone().unwrap_or_default();
-        if let Some(observation) =
-            selectors_observation(&policy.spec, &policy.metadata, policy.status.as_ref(), now)
-        {
-            let mut observed = self.observed.lock().unwrap_or_else(|p| p.into_inner());
-            let keep = observed.get(&uid).is_some_and(|(fp, _)| *fp == observation.0);
-            if !keep {
-                observed.insert(uid.clone(), observation);
-            }
-        }
         self.rebuild_view(key);
         let Some(view) = self.read_views().get(key).cloned() else {
             return Ok("gone");
@@ -972,26 +990,35 @@ impl Detector {
                 .warn(policy.reference(key), reasons::INVALID_POLICY, message)
                 .await;
         }
-        self.ensure_permanent_id(key, &policy).await?;
-        let observation = self.observation(Some(&uid));
-        let desired = desired_status(
-            policy.status.as_ref(),
-            policy.metadata.generation,
-            violations.clone(),
-            self.counts(&view),
-            observation.as_ref().filter(|(fp, _)| {
-                policy
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.selectors_fingerprint.as_ref())
-                    != Some(fp)
-            }),
-            now,
-        );
-        if policy.status.as_ref() != Some(&desired) {
-            self.write_policy_status(key, &policy, desired).await?;
+        if view.deleting {
+            // Karmada's finalizer: released once no template carries the policy's claim (its
+            // templates were queued when the deletion was first seen, below).
+            if self.counts(&view).bound == 0 {
+                self.remove_finalizer(key, &policy).await?;
+            }
+        } else {
+            // The status records when this generation (and these selectors) were written
+            // before anything else writes the policy: the label or finalizer written first
+            // would date them by that write (see crate::revision).
+            let revisions = revisions_to_record(&policy.spec, &policy.metadata, policy.status.as_ref());
+            let desired = desired_status(
+                policy.status.as_ref(),
+                policy.metadata.generation,
+                violations.clone(),
+                self.counts(&view),
+                revisions,
+                now,
+            );
+            let resource_version = if policy.status.as_ref() != Some(&desired) {
+                self.write_policy_status(key, &policy, desired).await?
+            } else {
+                policy.metadata.resource_version.clone()
+            };
+            if let Some(resource_version) = resource_version {
+                self.ensure_metadata(key, &policy, &resource_version).await?;
+            }
         }
-        let fingerprint = (view.generation, view.valid);
+        let fingerprint = (view.generation, view.valid, view.deleting);
         let fan_out = self
             .fanned_out
             .lock()
@@ -1013,10 +1040,6 @@ impl Detector {
         let uid = self.read_views().get(key).map(|v| v.uid.clone());
         self.rebuild_view(key);
         if let Some(uid) = uid {
-            self.observed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&uid);
             self.fanned_out
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -1117,41 +1140,81 @@ impl Detector {
         }
     }
 
-    async fn ensure_permanent_id(
+    /// Labels the policy with its permanent id and adds Karmada's finalizer, with
+    /// `resource_version` (the policy as last read or written) as precondition: a user edit in
+    /// between is recorded in the status first.
+    async fn ensure_metadata(
         &self,
         key: &PolicyKey,
         policy: &PolicyObject,
+        resource_version: &str,
     ) -> Result<(), ReconcileError> {
-        let label = match key.kind {
-            PolicyKind::PropagationPolicy => PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-            PolicyKind::ClusterPropagationPolicy => CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-        };
+        let (label, finalizer) = policy_metadata_keys(key.kind);
         let Some(uid) = &policy.metadata.uid else {
             return Ok(());
         };
-        if policy.metadata.labels.as_ref().and_then(|l| l.get(label)) == Some(uid) {
+        let mut metadata = serde_json::Map::new();
+        if policy.metadata.labels.as_ref().and_then(|l| l.get(label)) != Some(uid) {
+            metadata.insert("labels".into(), json!({ label: uid }));
+        }
+        let mut finalizers = policy.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == finalizer) {
+            finalizers.push(finalizer.to_owned());
+            metadata.insert("finalizers".into(), json!(finalizers));
+        }
+        if metadata.is_empty() {
             return Ok(());
         }
-        let patch = json!({"metadata": {"labels": {label: uid}}});
+        metadata.insert("resourceVersion".into(), json!(resource_version));
+        self.patch_policy(key, &json!({ "metadata": metadata }), "labelling policy")
+            .await
+    }
+
+    /// Removes Karmada's finalizer from a deleting policy whose templates are all released.
+    async fn remove_finalizer(&self, key: &PolicyKey, policy: &PolicyObject) -> Result<(), ReconcileError> {
+        let (_, finalizer) = policy_metadata_keys(key.kind);
+        let finalizers = policy.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == finalizer) {
+            return Ok(());
+        }
+        let rest: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+        let patch = json!({"metadata": {
+            "resourceVersion": policy.metadata.resource_version,
+            "finalizers": rest,
+        }});
+        self.patch_policy(key, &patch, "removing the finalizer of policy")
+            .await?;
+        tracing::info!(policy = %key, "every template released; the policy's deletion can complete");
+        Ok(())
+    }
+
+    /// Merge-patches a policy's metadata. 404 (gone) and 409 (changed since: the watch queues
+    /// it again) are not errors; neither is 422: an API server that validates the whole object
+    /// refuses every write to a policy whose stored spec is invalid (see
+    /// `write_policy_status`).
+    async fn patch_policy(
+        &self,
+        key: &PolicyKey,
+        patch: &Value,
+        action: &'static str,
+    ) -> Result<(), ReconcileError> {
         let result = match key.kind {
             PolicyKind::PropagationPolicy => self
                 .pp_api(key)
-                .patch(&key.name, &patch_params(), &Patch::Merge(&patch))
+                .patch(&key.name, &patch_params(), &Patch::Merge(patch))
                 .await
                 .map(|_| ()),
             PolicyKind::ClusterPropagationPolicy => self
                 .cpp_api()
-                .patch(&key.name, &patch_params(), &Patch::Merge(&patch))
+                .patch(&key.name, &patch_params(), &Patch::Merge(patch))
                 .await
                 .map(|_| ()),
         };
         match result {
             Ok(()) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            // See write_policy_status: an invalid stored spec can make every write refused.
-            Err(kube::Error::Api(e)) if e.code == 422 => Ok(()),
+            Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409 | 422) => Ok(()),
             Err(source) => Err(ApiError::Kube {
-                action: "labelling policy",
+                action,
                 object: key.to_string(),
                 source,
             }
@@ -1167,12 +1230,15 @@ impl Detector {
         Api::all(self.client.clone())
     }
 
+    /// Writes the policy's status with the read resourceVersion as precondition; returns the
+    /// policy's new resourceVersion, or `None` when nothing was written (gone, changed since,
+    /// or refused).
     async fn write_policy_status(
         &self,
         key: &PolicyKey,
         policy: &PolicyObject,
         desired: PolicyStatus,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Option<String>, ReconcileError> {
         let patch = json!({
             "metadata": {"resourceVersion": policy.metadata.resource_version},
             "status": desired,
@@ -1182,24 +1248,24 @@ impl Detector {
                 .pp_api(key)
                 .patch_status(&key.name, &patch_params(), &Patch::Merge(&patch))
                 .await
-                .map(|_| ()),
+                .map(|p| p.metadata.resource_version),
             PolicyKind::ClusterPropagationPolicy => self
                 .cpp_api()
                 .patch_status(&key.name, &patch_params(), &Patch::Merge(&patch))
                 .await
-                .map(|_| ()),
+                .map(|p| p.metadata.resource_version),
         };
         match result {
-            Ok(()) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Ok(resource_version) => Ok(resource_version),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
             // A newer version is on its way through the watch, which queues the policy again.
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
             // An API server that validates the whole object on status writes refuses any
             // status of a policy whose stored spec is invalid; retrying cannot help. The
             // Warning event and the log still report the problem.
             Err(kube::Error::Api(e)) if e.code == 422 => {
                 tracing::warn!(policy = %key, message = %e.message, "the API refuses the policy's status while its spec is invalid");
-                Ok(())
+                Ok(None)
             }
             Err(source) => Err(ApiError::Kube {
                 action: "writing policy status",
@@ -1237,6 +1303,20 @@ impl PolicyObject {
     }
 }
 
+/// The permanent-id label and the finalizer of a policy kind.
+fn policy_metadata_keys(kind: PolicyKind) -> (&'static str, &'static str) {
+    match kind {
+        PolicyKind::PropagationPolicy => (
+            PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+            PROPAGATION_POLICY_FINALIZER,
+        ),
+        PolicyKind::ClusterPropagationPolicy => (
+            CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+            CLUSTER_PROPAGATION_POLICY_FINALIZER,
+        ),
+    }
+}
+
 fn policy_key_of_pp(policy: &PropagationPolicy) -> PolicyKey {
     PolicyKey::propagation(
         policy.metadata.namespace.clone().unwrap_or_default(),
@@ -1258,21 +1338,12 @@ fn template_reference(key: &TemplateKey, object: &Value) -> ObjectReference {
     }
 }
 
-/// Whether a plan acts on a Lazy decision that must be confirmed on fresh objects: refreshing a
-/// binding because the template changed, was created after the policy, or was activated, or
-/// recording a lazy baseline.
+/// Whether a plan writes a binding's spec (creates it or changes it): such a write is decided
+/// again on objects read fresh from the API before anything is written, so caches that lag
+/// behind each other never put a stale policy generation (or a stale template) into a binding,
+/// nor activate a pending Lazy change.
 pub fn needs_confirmation(plan: &TemplatePlan) -> bool {
-    plan.lazy.is_some_and(|decision| {
-        decision.write_baseline
-            || matches!(
-                decision.action,
-                LazyAction::Refresh(
-                    RefreshReason::TemplateChanged
-                        | RefreshReason::CreatedAfterPolicy
-                        | RefreshReason::Activated
-                )
-            )
-    })
+    plan.binding.changes_spec()
 }
 
 fn is_lazy_pending(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>) -> bool {

@@ -15,6 +15,7 @@
 //! | [`fingerprint`] | the template fingerprint ("the template changed"), re-exported from `flotilla-api` |
 //! | [`binding`] | the binding's desired spec and the merge patches of the detector's own fields |
 //! | [`lazy`] | the lazy activation decision |
+//! | [`revision`] | when templates' content and policies' generations and selectors were written, in the API's order |
 //! | [`plan`] | one template reconcile as a pure function |
 //! | [`policy`] | policy views and the policy status the detector maintains |
 //! | [`activate`] | `flotilla activate`'s mechanism |
@@ -36,9 +37,12 @@
 //!   claim metadata is removed from template and binding; the binding and the member objects
 //!   stay until another policy takes over or the template is deleted (garbage collection
 //!   through the binding's ownerReference).
-//! - **Lazy activation is decided from stored objects only** (fingerprints, recorded policy
-//!   generations, the lazy baseline, the policy's `status.selectorsObservedAt`), so it survives
-//!   restarts; see [`lazy`] and [`policy`] for the approximation while the detector is down.
+//! - **Lazy activation follows the API's order, not the detector's**: a Lazy policy's
+//!   generation applies to a template whose content was written after it (resourceVersions
+//!   compared, see [`revision`]), so the outcome is the same whatever order and timing the
+//!   watches deliver events in, across restarts and relists; see [`lazy`]. Likewise an
+//!   unclaimed template goes to the policy that matched it first in the API's order
+//!   ([`matching::first_match`]).
 //!   A binding whose Lazy policy change is pending carries `PolicyActivated=False` (reason
 //!   `LazyActivationPending`) and the policy counts such templates in
 //!   `status.pendingActivationTemplates`.
@@ -62,6 +66,7 @@ pub mod matching;
 pub mod metrics;
 pub mod plan;
 pub mod policy;
+pub mod revision;
 
 use std::net::SocketAddr;
 use std::time::Duration;

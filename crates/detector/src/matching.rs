@@ -44,8 +44,8 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use flotilla_api::policy::{PreemptionBehavior, PropagationSpec, ResourceSelector};
+use flotilla_api::revision::Revision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use k8s_openapi::jiff::Timestamp;
 
 use crate::claim::Claim;
 use crate::keys::{PolicyKey, PolicyKind};
@@ -77,6 +77,8 @@ pub struct TemplateMeta<'a> {
     pub name: &'a str,
     /// `metadata.labels`.
     pub labels: BTreeMap<&'a str, &'a str>,
+    /// The write that produced the template's current content (`crate::revision`), when known.
+    pub written: Option<Revision>,
 }
 
 impl<'a> TemplateMeta<'a> {
@@ -98,6 +100,7 @@ impl<'a> TemplateMeta<'a> {
             namespace: str_at("/metadata/namespace").filter(|ns| !ns.is_empty()),
             name: str_at("/metadata/name").unwrap_or_default(),
             labels,
+            written: None,
         }
     }
 }
@@ -172,8 +175,13 @@ pub struct PolicyView {
     pub valid: bool,
     /// Whether the policy is being deleted (`deletionTimestamp` set).
     pub deleting: bool,
-    /// When the policy's current resource selectors took effect (see `status`), if known.
-    pub selectors_since: Option<Timestamp>,
+    /// The write that produced the policy's current generation (`crate::revision`).
+    pub revision: Option<Revision>,
+    /// The write from which the policy's current resource selectors apply.
+    pub selectors_revision: Option<Revision>,
+    /// For a policy being deleted, the write that marked it deleted (its finalizer keeps it, and
+    /// its resourceVersion, visible until its templates are released).
+    pub deleted_at: Option<Revision>,
 }
 
 impl PolicyView {
@@ -232,6 +240,33 @@ pub fn best_policy<'a>(
         .into_iter()
         .filter(|p| p.is_active() && p.matches(template))
         .min_by(|a, b| compare_policies(template, a, b))
+}
+
+/// The policy that claims an unclaimed `template`: of the active policies that match it, the
+/// one that matched it first in the API's order. A policy started matching the template at the
+/// later of its selectors' revision and the template's content revision, so policies whose
+/// selectors predate the template's content all matched at once and Karmada's order
+/// ([`compare_policies`]) picks among them, while a policy created after the template loses to
+/// an older one that matched it before (claims are sticky; without preemption a newer policy
+/// never takes a claim, whichever order the detector saw them in). When a revision is unknown,
+/// Karmada's order alone decides.
+pub fn first_match<'a>(
+    template: &TemplateMeta<'_>,
+    policies: impl IntoIterator<Item = &'a PolicyView>,
+) -> Option<&'a PolicyView> {
+    let candidates: Vec<&PolicyView> = policies
+        .into_iter()
+        .filter(|p| p.is_active() && p.matches(template))
+        .collect();
+    let matched_at = |p: &PolicyView| p.selectors_revision.zip(template.written).map(|(s, w)| s.max(w));
+    if candidates.iter().any(|p| matched_at(p).is_none()) {
+        return best_policy(template, candidates);
+    }
+    candidates.into_iter().min_by(|a, b| {
+        matched_at(a)
+            .cmp(&matched_at(b))
+            .then_with(|| compare_policies(template, a, b))
+    })
 }
 
 /// Whether `preemptor` may take a template claimed by `claimant` (Karmada's preemption rules,
@@ -325,16 +360,18 @@ pub fn decide_claim<'a>(
             };
         }
     }
-    let previous = current.map(Claim::policy_key);
-    match best_policy(template, policies) {
-        Some(policy) => ClaimDecision::Claimed {
-            policy,
-            change: match previous {
-                Some(from) => ClaimChange::Replaced { from },
-                None => ClaimChange::Hit,
-            },
+    // A released claim goes to the best policy that matches now: the release happened when
+    // the claimant went away, a moment the API no longer records once the policy is gone.
+    let decision = |policy, change| ClaimDecision::Claimed { policy, change };
+    match current.map(Claim::policy_key) {
+        Some(from) => match best_policy(template, policies) {
+            Some(policy) => decision(policy, ClaimChange::Replaced { from }),
+            None => ClaimDecision::Unclaimed { released: Some(from) },
         },
-        None => ClaimDecision::Unclaimed { released: previous },
+        None => match first_match(template, policies) {
+            Some(policy) => decision(policy, ClaimChange::Hit),
+            None => ClaimDecision::Unclaimed { released: None },
+        },
     }
 }
 
@@ -356,6 +393,7 @@ mod tests {
             namespace: ns,
             name,
             labels: labels(l),
+            written: None,
         }
     }
 
@@ -400,7 +438,9 @@ mod tests {
             },
             valid: true,
             deleting: false,
-            selectors_since: None,
+            revision: None,
+            selectors_revision: None,
+            deleted_at: None,
         }
     }
 
@@ -696,6 +736,85 @@ mod tests {
 
     fn claim_of(p: &PolicyView) -> Claim {
         Claim::of(p)
+    }
+
+    fn since(mut p: PolicyView, selectors: u64) -> PolicyView {
+        p.selectors_revision = Some(Revision::from(selectors));
+        p
+    }
+
+    /// An unclaimed template goes to the policy that matched it first in the API's order, not
+    /// to whichever the detector happened to see first; policies that matched at once are
+    /// ordered as Karmada orders them.
+    #[test]
+    fn hit_goes_to_the_first_policy_to_match() {
+        let mut t = template(Some("default"), "web", &[("app", "web")]);
+        // `better` wins Karmada's order (explicit priority), `older` matched first.
+        let older = since(pp("older", vec![deploy_selector()]), 20);
+        let better = since(with_priority(pp("better", vec![deploy_selector()]), 5, None), 30);
+        let policies = vec![better.clone(), older.clone()];
+        let winner = |t: &TemplateMeta<'_>| match decide_claim(t, None, &policies) {
+            ClaimDecision::Claimed {
+                policy,
+                change: ClaimChange::Hit,
+            } => policy.key.name.clone(),
+            other => panic!("{other:?}"),
+        };
+        // The template existed before both: `older` matched it first.
+        t.written = Some(Revision::from(10));
+        assert_eq!(winner(&t), "older");
+        // Written between them: `older` matched it (at the template's write), `better` later.
+        t.written = Some(Revision::from(25));
+        assert_eq!(winner(&t), "older");
+        // Written after both: both matched at once; Karmada's order decides.
+        t.written = Some(Revision::from(40));
+        assert_eq!(winner(&t), "better");
+        // Unknown revisions: Karmada's order.
+        t.written = None;
+        assert_eq!(winner(&t), "better");
+        t.written = Some(Revision::from(10));
+        let unknown = vec![
+            pp("unknown", vec![deploy_selector()]),
+            better.clone(),
+            older.clone(),
+        ];
+        assert_eq!(
+            first_match(&t, &unknown).map(|p| p.key.name.as_str()),
+            best_policy(&t, &unknown).map(|p| p.key.name.as_str())
+        );
+        // Same revision: Karmada's order (a PropagationPolicy before a ClusterPropagationPolicy).
+        let cluster = since(cpp("cluster", vec![deploy_selector()]), 20);
+        let both = vec![cluster, older.clone()];
+        assert_eq!(first_match(&t, &both).map(|p| p.key.name.as_str()), Some("older"));
+        // Inactive or non-matching policies never win, however old.
+        let mut invalid = since(pp("invalid", vec![deploy_selector()]), 1);
+        invalid.valid = false;
+        let elsewhere = since(pp("elsewhere", vec![by_name("other")]), 1);
+        let some = vec![invalid, elsewhere, better.clone()];
+        assert_eq!(
+            first_match(&t, &some).map(|p| p.key.name.as_str()),
+            Some("better")
+        );
+    }
+
+    /// A released claim (claimant gone) goes to the best policy that matches now.
+    #[test]
+    fn replaced_claim_goes_to_the_best_policy() {
+        let mut t = template(Some("default"), "web", &[]);
+        t.written = Some(Revision::from(10));
+        let gone = pp("gone", vec![deploy_selector()]);
+        let older = since(pp("older", vec![deploy_selector()]), 20);
+        let better = since(with_priority(pp("better", vec![deploy_selector()]), 5, None), 30);
+        let policies = vec![older, better];
+        assert_eq!(
+            decide_claim(&t, Some(&claim_of(&gone)), &policies),
+            ClaimDecision::Claimed {
+                policy: &policies[1],
+                change: ClaimChange::Replaced {
+                    from: gone.key.clone()
+                }
+            }
+        );
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! writes; running the plan again on the result yields no writes.
 
 use flotilla_api::conditions;
+use flotilla_api::revision::Revision;
 use flotilla_api::well_known::{
-    ACTIVATE_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL, POLICY_GENERATION_ANNOTATION,
-    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION, conditions::POLICY_ACTIVATED,
-    is_reserved_namespace, reasons,
+    ACTIVATE_ANNOTATION, CLAIM_REVISION_ANNOTATION, CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION,
+    MANAGED_LABEL, POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
+    conditions::POLICY_ACTIVATED, is_reserved_namespace, reasons,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
@@ -18,12 +19,14 @@ use serde_json::{Map, Value, json};
 
 use crate::binding::{
     BindingView, desired_spec, new_binding, owner_reference, propagation_equal, spec_patch,
+    with_propagation_of,
 };
 use crate::claim::{Claim, OwnedMetadata};
 use crate::fingerprint::fingerprint;
 use crate::keys::{PolicyKey, TemplateKey};
-use crate::lazy::{BindingFacts, LazyAction, LazyDecision, LazyInput, decide};
+use crate::lazy::{BindingFacts, LazyAction, LazyInput, decide};
 use crate::matching::{ClaimChange, ClaimDecision, PolicyView, TemplateMeta, decide_claim};
+use crate::revision::{claim_revision, content_revision, content_revision_value, recorded_claim_revision};
 
 /// The outcome of one template reconcile, as recorded on its trace span and in metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,7 +167,7 @@ pub struct TemplatePlan {
     /// How the claim changed, when a policy claims the template.
     pub claim_change: Option<ClaimChange>,
     /// The lazy decision, when a valid policy claims the template.
-    pub lazy: Option<LazyDecision>,
+    pub lazy: Option<LazyAction>,
     /// Merge patch of the template (`{"metadata": ...}`), if its claim or baseline changes.
     pub template_patch: Option<Value>,
     /// The binding writes.
@@ -249,6 +252,35 @@ pub fn activated_message(policy: &PolicyView) -> String {
     )
 }
 
+/// The template's `metadata` merge patch that brings the detector's keys to `owned`, or `None`
+/// when they already are. Every write also records the template's content revision
+/// (`crate::revision`), so that this write, which changes no content, is never taken for a
+/// content change; it drops a legacy `flotilla.io/lazy-baseline`, and carries the
+/// resourceVersion it was planned on as precondition, so the recorded revision is exact.
+fn template_patch(
+    object: &Value,
+    owned: OwnedMetadata,
+    fingerprint: &str,
+    written: Option<Revision>,
+) -> Option<Value> {
+    owned.patch_for(object)?;
+    let mut owned = owned.annotation(LAZY_BASELINE_ANNOTATION, None);
+    if let Some(written) = written {
+        owned = owned.annotation(
+            CONTENT_REVISION_ANNOTATION,
+            Some(content_revision_value(fingerprint, written)),
+        );
+    }
+    let mut metadata = owned.patch_for(object)?;
+    if let Some(resource_version) = template_str(object, "/metadata/resourceVersion") {
+        metadata.insert(
+            "resourceVersion".into(),
+            Value::String(resource_version.to_owned()),
+        );
+    }
+    Some(json!({ "metadata": metadata }))
+}
+
 /// Plans one template reconcile.
 pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
     let TemplateInput {
@@ -261,24 +293,47 @@ pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
     if is_ignored(key, object) {
         return TemplatePlan::nothing(Outcome::Ignored, None);
     }
-    let meta = TemplateMeta::from_object(object);
+    let fp = fingerprint(object);
+    let written = content_revision(object, &fp);
+    let mut meta = TemplateMeta::from_object(object);
+    meta.written = written;
     let current = Claim::read_object(object);
+    let template = TemplateFacts {
+        key,
+        object,
+        fingerprint: &fp,
+        written,
+    };
     match decide_claim(&meta, current.as_ref(), policies) {
         ClaimDecision::Frozen(policy) => {
             TemplatePlan::nothing(Outcome::InvalidPolicy, Some(policy.key.clone()))
         }
-        ClaimDecision::Unclaimed { released } => plan_unclaimed(object, binding, released.is_some()),
+        ClaimDecision::Unclaimed { released } => plan_unclaimed(&template, binding, released.is_some()),
         ClaimDecision::Claimed { policy, change } => {
-            plan_claimed(key, object, policy, change, binding, traceparent)
+            plan_claimed(&template, policies, policy, change, binding, traceparent)
         }
     }
 }
 
-fn plan_unclaimed(object: &Value, binding: Option<&BindingView>, released: bool) -> TemplatePlan {
-    // The baseline belongs to the claim it was taken under: a later Lazy claim must judge the
-    // template against its own start, not an older one (seed Case 4).
-    let owned = OwnedMetadata::claim(None).annotation(LAZY_BASELINE_ANNOTATION, None);
-    let template_patch = owned.patch_for(object).map(|m| json!({ "metadata": m }));
+/// What the planners know of the template.
+struct TemplateFacts<'a> {
+    key: &'a TemplateKey,
+    object: &'a Value,
+    fingerprint: &'a str,
+    written: Option<Revision>,
+}
+
+fn plan_unclaimed(
+    template: &TemplateFacts<'_>,
+    binding: Option<&BindingView>,
+    released: bool,
+) -> TemplatePlan {
+    let template_patch = template_patch(
+        template.object,
+        OwnedMetadata::claim(None).annotation(CLAIM_REVISION_ANNOTATION, None),
+        template.fingerprint,
+        template.written,
+    );
     let binding_write = match binding {
         Some(b) => {
             let patch = OwnedMetadata::claim(None)
@@ -310,21 +365,42 @@ fn plan_unclaimed(object: &Value, binding: Option<&BindingView>, released: bool)
 }
 
 fn plan_claimed(
-    key: &TemplateKey,
-    object: &Value,
+    template: &TemplateFacts<'_>,
+    previous_claimants: &[PolicyView],
     policy: &PolicyView,
     change: ClaimChange,
     binding: Option<&BindingView>,
     traceparent: Option<&str>,
 ) -> TemplatePlan {
+    let TemplateFacts {
+        key,
+        object,
+        fingerprint: fp,
+        written,
+    } = *template;
     let claim = Claim::of(policy);
+    let claim_revision = match &change {
+        ClaimChange::Kept => recorded_claim_revision(object),
+        moved => {
+            let previous = Claim::read_object(object).and_then(|claim| {
+                previous_claimants
+                    .iter()
+                    .find(|p| p.key == claim.policy_key() && p.uid == claim.id())
+            });
+            claim_revision(moved, policy, previous, written)
+        }
+    };
     let mut template_owned = OwnedMetadata::claim(Some(&claim));
-    let fp = fingerprint(object);
+    if !matches!(change, ClaimChange::Kept) {
+        template_owned =
+            template_owned.annotation(CLAIM_REVISION_ANNOTATION, claim_revision.map(|r| r.to_string()));
+    }
+    let template_patch = template_patch(object, template_owned, fp, written);
     let generation_ref = policy.generation_ref();
     let binding_fp = binding.and_then(|b| b.annotation(TEMPLATE_FINGERPRINT_ANNOTATION));
     // spec.resource.resourceVersion moves only with the content (docs/architecture.md).
     let resource_version = match binding {
-        Some(b) if binding_fp == Some(fp.as_str()) => b.spec.resource.resource_version.clone(),
+        Some(b) if binding_fp == Some(fp) => b.spec.resource.resource_version.clone(),
         _ => template_str(object, "/metadata/resourceVersion").map(str::to_owned),
     };
     let claimed = !matches!(change, ClaimChange::Kept);
@@ -336,7 +412,7 @@ fn plan_claimed(
                 policy: Some(policy.key.clone()),
                 claim_change: Some(change),
                 lazy: None,
-                template_patch: template_owned.patch_for(object).map(|m| json!({ "metadata": m })),
+                template_patch,
                 binding: BindingWrite::None,
                 warning: Some(Warning {
                     reason: "InvalidTemplate",
@@ -345,14 +421,13 @@ fn plan_claimed(
             };
         }
     };
-    let template_created = template_str(object, "/metadata/creationTimestamp").and_then(|s| s.parse().ok());
     let lazy = decide(&LazyInput {
         lazy: policy.spec.is_lazy(),
         policy_generation: &generation_ref,
-        fingerprint: &fp,
-        template_created,
-        selectors_since: policy.selectors_since,
-        baseline: annotation(object, LAZY_BASELINE_ANNOTATION),
+        policy_revision: policy.revision,
+        fingerprint: fp,
+        content_revision: written,
+        claim_revision,
         activation: annotation(object, ACTIVATE_ANNOTATION),
         binding: binding.map(|b| BindingFacts {
             fingerprint: binding_fp,
@@ -360,10 +435,6 @@ fn plan_claimed(
             propagation_matches: propagation_equal(&b.spec, &desired),
         }),
     });
-    if lazy.write_baseline {
-        template_owned = template_owned.annotation(LAZY_BASELINE_ANNOTATION, Some(fp.clone()));
-    }
-    let template_patch = template_owned.patch_for(object).map(|m| json!({ "metadata": m }));
 
     let mut binding_owned = OwnedMetadata::claim(Some(&claim));
     let activated = ConditionChange::Set {
@@ -371,10 +442,15 @@ fn plan_claimed(
         reason: reasons::POLICY_ACTIVATED,
         message: activated_message(policy),
     };
-    let binding_write = match (lazy.action, binding) {
+    let pending = ConditionChange::Set {
+        status: false,
+        reason: reasons::LAZY_ACTIVATION_PENDING,
+        message: pending_message(policy),
+    };
+    let binding_write = match (lazy, binding) {
         (LazyAction::Refresh(_), None) => {
             binding_owned = binding_owned
-                .annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.clone()))
+                .annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.to_owned()))
                 .annotation(POLICY_GENERATION_ANNOTATION, Some(generation_ref.clone()))
                 .annotation(TRACE_PARENT_ANNOTATION, traceparent.map(str::to_owned));
             let metadata = binding_owned.patch_for(&json!({})).unwrap_or_default();
@@ -385,17 +461,16 @@ fn plan_claimed(
             }
         }
         (LazyAction::Refresh(_), Some(b)) => {
-            let spec = spec_patch(&b.spec, &desired);
             binding_owned = binding_owned
-                .annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.clone()))
+                .annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.to_owned()))
                 .annotation(POLICY_GENERATION_ANNOTATION, Some(generation_ref.clone()));
-            if spec.is_some()
-                && let Some(traceparent) = traceparent
-            {
-                binding_owned =
-                    binding_owned.annotation(TRACE_PARENT_ANNOTATION, Some(traceparent.to_owned()));
-            }
-            update(b, key, object, &binding_owned, spec, activated)
+            let spec = spec_patch(&b.spec, &desired);
+            refreshed(b, key, object, binding_owned, spec, traceparent, activated)
+        }
+        (LazyAction::RefreshContent, Some(b)) => {
+            binding_owned = binding_owned.annotation(TEMPLATE_FINGERPRINT_ANNOTATION, Some(fp.to_owned()));
+            let spec = spec_patch(&b.spec, &with_propagation_of(&desired, &b.spec));
+            refreshed(b, key, object, binding_owned, spec, traceparent, pending)
         }
         (LazyAction::Record, Some(b)) => {
             binding_owned =
@@ -403,25 +478,14 @@ fn plan_claimed(
             update(b, key, object, &binding_owned, None, activated)
         }
         (LazyAction::Current, Some(b)) => update(b, key, object, &binding_owned, None, activated),
-        (LazyAction::Pending, Some(b)) => update(
-            b,
-            key,
-            object,
-            &binding_owned,
-            None,
-            ConditionChange::Set {
-                status: false,
-                reason: reasons::LAZY_ACTIVATION_PENDING,
-                message: pending_message(policy),
-            },
-        ),
+        (LazyAction::Pending, Some(b)) => update(b, key, object, &binding_owned, None, pending),
         (_, None) => BindingWrite::None,
     };
     let outcome = if claimed {
         Outcome::Claimed
     } else if binding_write.changes_spec() {
         Outcome::Refreshed
-    } else if lazy.action == LazyAction::Pending {
+    } else if lazy.leaves_pending() {
         Outcome::LazySkipped
     } else {
         Outcome::Unchanged
@@ -435,6 +499,25 @@ fn plan_claimed(
         binding: binding_write,
         warning: None,
     }
+}
+
+/// The update of a binding whose spec is refreshed (`spec`: the patch, if anything changes):
+/// a changed spec records the trace of the change.
+fn refreshed(
+    binding: &BindingView,
+    key: &TemplateKey,
+    object: &Value,
+    mut owned: OwnedMetadata,
+    spec: Option<Value>,
+    traceparent: Option<&str>,
+    condition: ConditionChange,
+) -> BindingWrite {
+    if spec.is_some()
+        && let Some(traceparent) = traceparent
+    {
+        owned = owned.annotation(TRACE_PARENT_ANNOTATION, Some(traceparent.to_owned()));
+    }
+    update(binding, key, object, &owned, spec, condition)
 }
 
 fn update(

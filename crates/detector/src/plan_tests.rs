@@ -7,9 +7,10 @@
 use flotilla_api::policy::{
     ClusterAffinity, Placement, PreemptionBehavior, PropagationSpec, ResourceSelector,
 };
+use flotilla_api::revision::Revision;
 use flotilla_api::well_known::{
-    ACTIVATE_ANNOTATION, LAZY_BASELINE_ANNOTATION, POLICY_GENERATION_ANNOTATION,
-    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
+    ACTIVATE_ANNOTATION, CLAIM_REVISION_ANNOTATION, CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION,
+    POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
 };
 use flotilla_api::work::ResourceBinding;
 use flotilla_api::{ActivationPreference, ResourceBindingStatus};
@@ -35,13 +36,14 @@ fn key() -> TemplateKey {
     }
 }
 
-/// The nginx Deployment of the seed, created at `created` seconds.
-fn nginx(created: i64) -> Value {
+/// The nginx Deployment of the seed, created at revision `created` (its resourceVersion).
+fn nginx(created: u64) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {
-            "name": "nginx", "namespace": "default", "uid": "nginx-uid", "resourceVersion": "10",
-            "creationTimestamp": ts(created).to_string(), "labels": {"app": "nginx"},
+            "name": "nginx", "namespace": "default", "uid": "nginx-uid",
+            "resourceVersion": created.to_string(),
+            "creationTimestamp": ts(1_000_000).to_string(), "labels": {"app": "nginx"},
         },
         "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}},
     })
@@ -66,7 +68,8 @@ fn placement(cluster: &str) -> Placement {
     }
 }
 
-fn policy(key: PolicyKey, cluster: &str, lazy: bool, since: i64) -> PolicyView {
+/// A policy whose spec (generation 1) was written at revision `at`.
+fn policy(key: PolicyKey, cluster: &str, lazy: bool, at: u64) -> PolicyView {
     PolicyView {
         uid: format!("uid-{}", key.name),
         key,
@@ -79,22 +82,25 @@ fn policy(key: PolicyKey, cluster: &str, lazy: bool, since: i64) -> PolicyView {
         },
         valid: true,
         deleting: false,
-        selectors_since: Some(ts(since)),
+        revision: Some(Revision::from(at)),
+        selectors_revision: Some(Revision::from(at)),
+        deleted_at: None,
     }
 }
 
-fn pp(name: &str, cluster: &str, lazy: bool, since: i64) -> PolicyView {
-    policy(PolicyKey::propagation("default", name), cluster, lazy, since)
+fn pp(name: &str, cluster: &str, lazy: bool, at: u64) -> PolicyView {
+    policy(PolicyKey::propagation("default", name), cluster, lazy, at)
 }
 
-fn cpp(name: &str, cluster: &str, lazy: bool, since: i64) -> PolicyView {
-    policy(PolicyKey::cluster(name), cluster, lazy, since)
+fn cpp(name: &str, cluster: &str, lazy: bool, at: u64) -> PolicyView {
+    policy(PolicyKey::cluster(name), cluster, lazy, at)
 }
 
-/// A policy edit: a new generation with a new placement.
-fn edited(mut p: PolicyView, cluster: &str) -> PolicyView {
+/// A policy edit written at revision `at`: a new generation with a new placement.
+fn edited(mut p: PolicyView, cluster: &str, at: u64) -> PolicyView {
     p.generation += 1;
     p.spec.placement = placement(cluster);
+    p.revision = Some(Revision::from(at));
     p
 }
 
@@ -119,22 +125,35 @@ fn merge(target: &mut Value, patch: &Value) {
 }
 
 /// A control plane in memory: one template and its binding, updated by applying plans the way
-/// the controller does.
+/// the controller does, with one revision counter for every write (as an API server has).
 struct World {
     template: Value,
     binding: Option<Value>,
     writes: Vec<&'static str>,
     schedules: usize,
+    clock: u64,
 }
 
 impl World {
     fn new(template: Value) -> Self {
+        let clock = template["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         Self {
             template,
             binding: None,
             writes: vec![],
             schedules: 0,
+            clock,
         }
+    }
+
+    /// The revision of the next write (a policy written by the test, say).
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
     }
 
     fn view(&self) -> Option<BindingView> {
@@ -159,7 +178,14 @@ impl World {
     fn reconcile(&mut self, policies: &[PolicyView]) -> TemplatePlan {
         let plan = self.plan(policies);
         if let Some(patch) = &plan.template_patch {
+            // The write carries the planned-on resourceVersion as its precondition.
+            assert_eq!(
+                patch["metadata"]["resourceVersion"], self.template["metadata"]["resourceVersion"],
+                "template writes carry their precondition"
+            );
             merge(&mut self.template, patch);
+            let rv = self.tick();
+            self.template["metadata"]["resourceVersion"] = json!(rv.to_string());
             self.writes.push("template");
         }
         match &plan.binding {
@@ -214,12 +240,15 @@ impl World {
     /// A user edit of the template (the seed's `refresh-time` label).
     fn touch(&mut self, value: &str) {
         self.template["metadata"]["labels"]["refresh-time"] = json!(value);
-        let rv: u64 = self.template["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        self.template["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+        let rv = self.tick();
+        self.template["metadata"]["resourceVersion"] = json!(rv.to_string());
+    }
+
+    /// A write to the template that changes no content (a status update, say).
+    fn write_status(&mut self, status: Value) {
+        self.template["status"] = status;
+        let rv = self.tick();
+        self.template["metadata"]["resourceVersion"] = json!(rv.to_string());
     }
 
     fn clusters(&self) -> Option<Vec<String>> {
@@ -290,30 +319,36 @@ fn claim_and_binding_content() {
     assert!(binding["metadata"]["annotations"][TRACE_PARENT_ANNOTATION].is_string());
     assert_eq!(binding["metadata"]["ownerReferences"][0]["uid"], "nginx-uid");
     assert_eq!(binding["spec"]["replicas"], 2);
-    assert_eq!(binding["spec"]["resource"]["resourceVersion"], "10");
+    assert_eq!(binding["spec"]["resource"]["resourceVersion"], "100");
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
     assert_eq!(world.activated(), Some(("True".into(), "PolicyActivated".into())));
+    // The claim write recorded the content's revision (before the write) and moved the
+    // template's resourceVersion on.
+    assert_eq!(
+        world.template["metadata"]["annotations"][CONTENT_REVISION_ANNOTATION],
+        format!("{}@100", crate::fingerprint::fingerprint(&nginx(100)))
+    );
+    assert_eq!(world.template["metadata"]["resourceVersion"], "101");
 
     // Re-running changes nothing (the World asserts it); the claim write itself does not
     // change the fingerprint, so the binding keeps the template's old resourceVersion.
-    world.template["metadata"]["resourceVersion"] = json!("11");
     let plan = world.reconcile(std::slice::from_ref(&p));
     assert_eq!(plan.outcome, Outcome::Unchanged);
     assert!(world.take_writes().is_empty());
 
     // A template change refreshes the spec (new resourceVersion, replicas).
     world.template["spec"]["replicas"] = json!(5);
-    world.template["metadata"]["resourceVersion"] = json!("12");
+    let rv = world.tick();
+    world.template["metadata"]["resourceVersion"] = json!(rv.to_string());
     let plan = world.reconcile(std::slice::from_ref(&p));
     assert_eq!(plan.outcome, Outcome::Refreshed);
     assert_eq!(world.take_writes(), vec!["binding-spec"]);
     let binding = world.binding.clone().unwrap();
     assert_eq!(binding["spec"]["replicas"], 5);
-    assert_eq!(binding["spec"]["resource"]["resourceVersion"], "12");
+    assert_eq!(binding["spec"]["resource"]["resourceVersion"], rv.to_string());
 
     // Status changes do not count.
-    world.template["status"] = json!({"readyReplicas": 5});
-    world.template["metadata"]["resourceVersion"] = json!("13");
+    world.write_status(json!({"readyReplicas": 5}));
     assert!(world.reconcile(std::slice::from_ref(&p)).is_noop());
 }
 
@@ -325,7 +360,7 @@ fn scheduler_and_distributor_fields_are_never_written() {
     let binding = world.binding.as_mut().unwrap();
     binding["spec"]["clusters"] = json!([{"name": "member1", "replicas": 2}]);
     binding["spec"]["requiredBy"] = json!([{"namespace": "default", "name": "x"}]);
-    let p2 = edited(p, "member2");
+    let p2 = edited(p, "member2", world.tick());
     let plan = world.plan(std::slice::from_ref(&p2));
     let BindingWrite::Update {
         patch: Some(patch), ..
@@ -461,7 +496,7 @@ fn invalid_policy_freezes_claim_and_binding() {
     let mut world = World::new(nginx(100));
     world.reconcile(std::slice::from_ref(&p));
     world.take_writes();
-    let mut broken = edited(p.clone(), "member2");
+    let mut broken = edited(p.clone(), "member2", world.tick());
     broken.valid = false;
     world.touch("1");
     let plan = world.reconcile(std::slice::from_ref(&broken));
@@ -473,7 +508,7 @@ fn invalid_policy_freezes_claim_and_binding() {
     );
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
     // Valid again: the template change and the new generation apply.
-    let fixed = edited(p, "member2");
+    let fixed = edited(p, "member2", world.tick());
     let plan = world.reconcile(std::slice::from_ref(&fixed));
     assert_eq!(plan.outcome, Outcome::Refreshed);
     assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
@@ -531,8 +566,13 @@ fn cluster_policy_claims_with_its_own_keys_and_pp_preempts() {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Lazy activation: the seed's test plan.
+// Lazy activation: the seed's test plan. Revisions: policies "created before the resource" are
+// written at 100, the resource at 200, everything later at the World's clock.
 // ----------------------------------------------------------------------------------------------
+
+fn lazy_action(plan: &TemplatePlan) -> LazyAction {
+    plan.lazy.unwrap()
+}
 
 /// Simple Case 1 (policy created before resource): propagated at once; deleting the policy
 /// leaves propagation unchanged.
@@ -542,28 +582,32 @@ fn simple_case_1_policy_created_before_resource() {
     let mut world = World::new(nginx(200));
     let plan = world.reconcile(std::slice::from_ref(&p));
     assert_eq!(
-        plan.lazy.unwrap().action,
-        LazyAction::Refresh(RefreshReason::CreatedAfterPolicy)
+        lazy_action(&plan),
+        LazyAction::Refresh(RefreshReason::TemplateNewer)
     );
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
     world.reconcile(&[]);
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
 }
 
-/// Simple Case 2 (policy created after resource): no propagation until the resource changes.
+/// Simple Case 2 (policy created after resource): no propagation until the resource changes —
+/// however many times the detector looks, and although its own claim write moved the
+/// template's resourceVersion past the policy's.
 #[test]
 fn simple_case_2_policy_created_after_resource() {
-    let p = pp("pp", "member1", true, 300);
     let mut world = World::new(nginx(200));
+    let p = pp("pp", "member1", true, world.tick());
     let plan = world.reconcile(std::slice::from_ref(&p));
     assert_eq!(plan.outcome, Outcome::Claimed);
-    assert_eq!(plan.lazy.unwrap().action, LazyAction::Pending);
+    assert_eq!(lazy_action(&plan), LazyAction::Pending);
     assert!(world.binding.is_none(), "no propagation");
     assert_eq!(
-        world.template["metadata"]["annotations"][LAZY_BASELINE_ANNOTATION],
-        crate::fingerprint::fingerprint(&nginx(200))
+        world.template["metadata"]["annotations"][CONTENT_REVISION_ANNOTATION],
+        format!("{}@200", crate::fingerprint::fingerprint(&nginx(200)))
     );
-    // Again (e.g. after a restart): still nothing.
+    // Again (e.g. after a restart), and after writes that change no content: still nothing.
+    world.write_status(json!({"replicas": 2}));
+    world.template["metadata"]["annotations"][ACTIVATE_ANNOTATION] = json!("uid-other/9");
     assert_eq!(
         world.reconcile(std::slice::from_ref(&p)).outcome,
         Outcome::LazySkipped
@@ -575,13 +619,40 @@ fn simple_case_2_policy_created_after_resource() {
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
 }
 
+/// Simple Case 2 with both steps before the detector looks (it was busy, paused or down):
+/// the template created first still waits, and one changed after the policy propagates.
+#[test]
+fn simple_case_2_decided_by_the_api_order_alone() {
+    // Template at 200, policy at 201: pending.
+    let mut world = World::new(nginx(200));
+    let p = pp("pp", "member1", true, 201);
+    assert_eq!(
+        lazy_action(&world.plan(std::slice::from_ref(&p))),
+        LazyAction::Pending
+    );
+    // Template at 200, policy at 201, template changed at 202: propagated.
+    world.clock = 201;
+    world.touch("1");
+    assert_eq!(
+        lazy_action(&world.plan(std::slice::from_ref(&p))),
+        LazyAction::Refresh(RefreshReason::TemplateNewer)
+    );
+    // Policy at 199, template at 200 (created just after it, in the same second): propagated.
+    let world = World::new(nginx(200));
+    let p = pp("pp", "member1", true, 199);
+    assert_eq!(
+        lazy_action(&world.plan(std::slice::from_ref(&p))),
+        LazyAction::Refresh(RefreshReason::TemplateNewer)
+    );
+}
+
 /// Simple Case 3 (lazy to immediate): the edit that removes Lazy applies at once.
 #[test]
 fn simple_case_3_lazy_to_immediate() {
     let p = pp("pp", "member1", true, 100);
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&p));
-    let mut p2 = edited(p, "member2");
+    let mut p2 = edited(p, "member2", world.tick());
     p2.spec.activation_preference = None;
     world.reconcile(std::slice::from_ref(&p2));
     assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
@@ -594,7 +665,7 @@ fn simple_case_4_immediate_to_lazy() {
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&p));
     world.take_writes();
-    let mut p2 = edited(p, "member2");
+    let mut p2 = edited(p, "member2", world.tick());
     p2.spec.activation_preference = Some(ActivationPreference::Lazy);
     let plan = world.reconcile(std::slice::from_ref(&p2));
     assert_eq!(plan.outcome, Outcome::LazySkipped);
@@ -623,11 +694,67 @@ fn simple_case_4_immediate_to_lazy() {
     );
 }
 
+/// The template changed, then the Lazy policy was edited, and the detector saw both at once:
+/// the template's new content reaches the binding under the propagation it has; the edit,
+/// written after the change, stays pending. Exactly what a detector that saw each step in turn
+/// ends with.
+#[test]
+fn template_change_before_a_lazy_edit_keeps_the_edit_pending() {
+    let p = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&p));
+    world.take_writes();
+    // Step by step.
+    let mut stepwise = World {
+        template: world.template.clone(),
+        binding: world.binding.clone(),
+        writes: vec![],
+        schedules: 0,
+        clock: world.clock,
+    };
+    world.template["spec"]["replicas"] = json!(4);
+    let rv = world.tick();
+    world.template["metadata"]["resourceVersion"] = json!(rv.to_string());
+    let p2 = edited(p.clone(), "member2", world.tick());
+    let plan = world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(lazy_action(&plan), LazyAction::RefreshContent);
+    assert_eq!(world.take_writes(), vec!["binding-spec", "binding-status"]);
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+    assert_eq!(world.binding.as_ref().unwrap()["spec"]["replicas"], 4);
+    assert_eq!(
+        world.binding_annotation(POLICY_GENERATION_ANNOTATION).as_deref(),
+        Some("uid-pp/1")
+    );
+    assert_eq!(
+        world.activated(),
+        Some(("False".into(), "LazyActivationPending".into()))
+    );
+
+    stepwise.template["spec"]["replicas"] = json!(4);
+    let rv = stepwise.tick();
+    stepwise.template["metadata"]["resourceVersion"] = json!(rv.to_string());
+    stepwise.reconcile(std::slice::from_ref(&p));
+    let p2 = edited(p, "member2", stepwise.tick());
+    stepwise.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(
+        stepwise.binding.as_ref().unwrap()["spec"],
+        world.binding.as_ref().unwrap()["spec"]
+    );
+    assert_eq!(
+        stepwise.binding_annotation(POLICY_GENERATION_ANNOTATION),
+        world.binding_annotation(POLICY_GENERATION_ANNOTATION)
+    );
+
+    // The template's next change activates the edit.
+    world.touch("1");
+    world.reconcile(std::slice::from_ref(&p2));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
 /// Combined Case 1 (policy deleted): the claim moves to PP2 at once, propagation waits.
 #[test]
 fn combined_case_1_policy_deleted() {
     let pp1 = pp("pp1", "member1", true, 100);
-    let pp2 = pp("pp2", "member2", true, 300);
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&pp1));
     assert_eq!(
@@ -636,6 +763,7 @@ fn combined_case_1_policy_deleted() {
         "pp1 existed first"
     );
     // PP2 appears: claims are sticky.
+    let pp2 = pp("pp2", "member2", true, world.tick());
     world.reconcile(&[pp1.clone(), pp2.clone()]);
     assert_eq!(world.claim(), Some(pp1.key.clone()));
     // PP1 deleted.
@@ -668,12 +796,63 @@ fn combined_case_1_policy_deleted() {
     assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
 }
 
+/// Combined Case 1 with every step made before the detector looks: PP2 created, PP1 deleted
+/// (kept visible by its finalizer), the template changed. The change came after the claim
+/// moved, so it counts: exactly what a detector that saw each step in turn ends with.
+#[test]
+fn combined_case_1_decided_by_the_api_order_alone() {
+    let pp1 = pp("pp1", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&pp1));
+    let pp2 = pp("pp2", "member2", true, world.tick());
+    let mut deleting = pp1.clone();
+    deleting.deleting = true;
+    deleting.deleted_at = Some(Revision::from(world.tick()));
+    // Before the change: the claim moves, propagation waits.
+    let plan = world.plan(&[deleting.clone(), pp2.clone()]);
+    assert_eq!(lazy_action(&plan), LazyAction::Pending);
+    // After the change: it counts.
+    world.touch("1");
+    let plan = world.reconcile(&[deleting.clone(), pp2.clone()]);
+    assert_eq!(
+        plan.claim_change,
+        Some(ClaimChange::Replaced {
+            from: pp1.key.clone()
+        })
+    );
+    assert_eq!(
+        lazy_action(&plan),
+        LazyAction::Refresh(RefreshReason::TemplateNewer)
+    );
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+    // The claim revision is recorded with the claim: once PP1 is gone, nothing changes.
+    assert_eq!(
+        world.template["metadata"]["annotations"][CLAIM_REVISION_ANNOTATION],
+        deleting.deleted_at.unwrap().to_string()
+    );
+    assert!(world.reconcile(std::slice::from_ref(&pp2)).is_noop());
+
+    // The same steps with the change made *before* PP1's deletion: the claim moved after the
+    // change, so propagation waits for the next one.
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&pp1));
+    let pp2 = pp("pp2", "member2", true, world.tick());
+    world.touch("1");
+    world.reconcile(&[pp1.clone(), pp2.clone()]);
+    let mut deleting = pp1.clone();
+    deleting.deleting = true;
+    deleting.deleted_at = Some(Revision::from(world.tick()));
+    let plan = world.reconcile(&[deleting, pp2.clone()]);
+    assert_eq!(lazy_action(&plan), LazyAction::Pending);
+    assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
+}
+
 /// Combined Case 1 with the default behaviour: the new policy applies at once.
 #[test]
 fn combined_case_1_default() {
     let pp1 = pp("pp1", "member1", false, 100);
-    let pp2 = pp("pp2", "member2", false, 300);
     let mut world = World::new(nginx(200));
+    let pp2 = pp("pp2", "member2", false, world.tick());
     world.reconcile(&[pp1.clone(), pp2.clone()]);
     world.reconcile(std::slice::from_ref(&pp2));
     assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
@@ -683,7 +862,7 @@ fn combined_case_1_default() {
 #[test]
 fn combined_case_2_policy_no_longer_matches() {
     let cpp1 = cpp("cpp1", "member1", true, 100);
-    let cpp2 = cpp("cpp2", "member2", true, 300);
+    let cpp2 = cpp("cpp2", "member2", true, 150);
     let mut world = World::new(nginx(200));
     world.reconcile(&[cpp1.clone(), cpp2.clone()]);
     assert_eq!(world.claim(), Some(cpp1.key.clone()));
@@ -691,6 +870,8 @@ fn combined_case_2_policy_no_longer_matches() {
     let mut narrowed = cpp1.clone();
     narrowed.generation += 1;
     narrowed.spec.resource_selectors[0].name = Some("other".into());
+    narrowed.revision = Some(Revision::from(world.tick()));
+    narrowed.selectors_revision = narrowed.revision;
     world.reconcile(&[narrowed.clone(), cpp2.clone()]);
     assert_eq!(world.claim(), Some(cpp2.key.clone()));
     assert_eq!(
@@ -710,7 +891,7 @@ fn combined_case_3_preemption_by_immediate_policy() {
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&cpp1));
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
-    let mut pp2 = pp("pp2", "member2", false, 300);
+    let mut pp2 = pp("pp2", "member2", false, world.tick());
     pp2.spec.priority = Some(2);
     pp2.spec.preemption = Some(PreemptionBehavior::Always);
     world.reconcile(&[cpp1, pp2.clone()]);
@@ -724,7 +905,7 @@ fn combined_case_4_preemption_by_lazy_policy() {
     let pp1 = pp("pp1", "member1", true, 100);
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&pp1));
-    let mut pp2 = pp("pp2", "member2", true, 300);
+    let mut pp2 = pp("pp2", "member2", true, world.tick());
     pp2.spec.priority = Some(2);
     pp2.spec.preemption = Some(PreemptionBehavior::Always);
     let plan = world.reconcile(&[pp1.clone(), pp2.clone()]);
@@ -753,7 +934,7 @@ fn case_4_hit_with_leftover_binding() {
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&p));
     world.reconcile(&[]);
-    let lazy = pp("lazy", "member2", true, 300);
+    let lazy = pp("lazy", "member2", true, world.tick());
     let plan = world.reconcile(std::slice::from_ref(&lazy));
     assert_eq!(plan.claim_change, Some(ClaimChange::Hit));
     assert_eq!(plan.outcome, Outcome::Claimed);
@@ -763,34 +944,83 @@ fn case_4_hit_with_leftover_binding() {
         Some(("False".into(), "LazyActivationPending".into()))
     );
     // The default behaviour would refresh.
-    let immediate = pp("immediate", "member3", false, 300);
+    let immediate = pp("immediate", "member3", false, world.tick());
     world.reconcile(&[]);
     world.reconcile(std::slice::from_ref(&immediate));
     assert_eq!(world.clusters(), Some(vec!["member3".to_string()]));
 }
 
-/// A baseline from an earlier lazy claim does not survive the release: a template changed
-/// while unclaimed is still "hit" (not refreshed) by a later lazy policy.
+/// Karmada #5348: a Lazy policy that never activated, once deleted, blocks nothing. The
+/// detector's own writes (claim, release) never count as template changes: a later Lazy policy
+/// still waits for a real change; a later immediate one propagates at once.
 #[test]
-fn baseline_is_dropped_on_release() {
-    let p1 = pp("p1", "member1", true, 300);
+fn deleted_never_activated_lazy_policy_blocks_nothing() {
     let mut world = World::new(nginx(200));
+    let p1 = pp("p1", "member1", true, world.tick());
     world.reconcile(std::slice::from_ref(&p1));
-    assert!(
-        world.template["metadata"]["annotations"]
-            .get(LAZY_BASELINE_ANNOTATION)
-            .is_some()
-    );
-    world.reconcile(&[]);
-    assert!(
-        world.template["metadata"]["annotations"]
-            .get(LAZY_BASELINE_ANNOTATION)
-            .is_none()
-    );
-    world.touch("changed while unclaimed");
-    let p2 = pp("p2", "member2", true, 400);
-    world.reconcile(std::slice::from_ref(&p2));
     assert!(world.binding.is_none());
+    // Deleted before any change: the release is the detector's write, not a change.
+    let plan = world.reconcile(&[]);
+    assert_eq!(plan.outcome, Outcome::Unclaimed);
+    assert_eq!(world.claim(), None);
+    // ... even when the next Lazy policy was created before the detector released the claim.
+    let later = pp("p2", "member2", true, 201);
+    let plan = world.reconcile(std::slice::from_ref(&later));
+    assert_eq!(plan.claim_change, Some(ClaimChange::Hit));
+    assert_eq!(lazy_action(&plan), LazyAction::Pending);
+    assert!(world.binding.is_none());
+    // An immediate policy propagates at once.
+    world.reconcile(&[]);
+    let immediate = pp("q", "member2", false, world.tick());
+    world.reconcile(std::slice::from_ref(&immediate));
+    assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
+}
+
+/// A template changed while unclaimed is newer than a Lazy policy created before the change,
+/// and older than one created after it.
+#[test]
+fn change_while_unclaimed_counts_against_each_policy_on_its_own() {
+    let mut world = World::new(nginx(200));
+    let p1 = pp("p1", "member1", true, world.tick());
+    world.reconcile(std::slice::from_ref(&p1));
+    world.reconcile(&[]);
+    let before_change = world.tick();
+    world.touch("changed while unclaimed");
+    let older = pp("older", "member2", true, before_change);
+    assert_eq!(
+        lazy_action(&world.plan(std::slice::from_ref(&older))),
+        LazyAction::Refresh(RefreshReason::TemplateNewer)
+    );
+    let newer = pp("newer", "member2", true, world.tick());
+    assert_eq!(
+        lazy_action(&world.plan(std::slice::from_ref(&newer))),
+        LazyAction::Pending
+    );
+}
+
+/// Templates claimed by detectors before content revisions carry a lazy baseline: a template
+/// whose content equals it is older than any policy; the detector's next write replaces it.
+#[test]
+fn legacy_baseline_is_honoured_and_replaced() {
+    let mut template = nginx(500);
+    let fp = crate::fingerprint::fingerprint(&template);
+    template["metadata"]["annotations"] = json!({
+        LAZY_BASELINE_ANNOTATION: fp,
+        "propagationpolicy.karmada.io/name": "old",
+        "propagationpolicy.karmada.io/namespace": "default",
+    });
+    template["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] = json!("uid-old");
+    let mut world = World::new(template);
+    let p = pp("p", "member1", true, 300);
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(lazy_action(&plan), LazyAction::Pending);
+    let annotations = &world.template["metadata"]["annotations"];
+    assert!(annotations.get(LAZY_BASELINE_ANNOTATION).is_none());
+    assert_eq!(annotations[CONTENT_REVISION_ANNOTATION], format!("{fp}@0"));
+    assert_eq!(
+        lazy_action(&world.plan(std::slice::from_ref(&p))),
+        LazyAction::Pending
+    );
 }
 
 /// A generation that only changes binding-relationship fields (priority) activates without a
@@ -804,8 +1034,9 @@ fn relationship_only_edit_is_recorded() {
     let mut p2 = p.clone();
     p2.generation = 2;
     p2.spec.priority = Some(5);
+    p2.revision = Some(Revision::from(world.tick()));
     let plan = world.reconcile(std::slice::from_ref(&p2));
-    assert_eq!(plan.lazy.unwrap().action, LazyAction::Record);
+    assert_eq!(lazy_action(&plan), LazyAction::Record);
     // No spec write: the generation annotation, and the condition naming the new generation.
     assert_eq!(world.take_writes(), vec!["binding-metadata", "binding-status"]);
     assert_eq!(
@@ -821,22 +1052,21 @@ fn activation_annotation_refreshes_to_that_generation() {
     let p = pp("pp", "member1", true, 100);
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&p));
-    let p2 = edited(p, "member2");
+    let p2 = edited(p, "member2", world.tick());
     world.reconcile(std::slice::from_ref(&p2));
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
-    // A stale permission does nothing.
+    // A stale permission does nothing (the annotation's write is no content change).
     world.template["metadata"]["annotations"][ACTIVATE_ANNOTATION] = json!("uid-pp/1");
+    let rv = world.tick();
+    world.template["metadata"]["resourceVersion"] = json!(rv.to_string());
     assert!(world.reconcile(std::slice::from_ref(&p2)).is_noop());
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
     world.template["metadata"]["annotations"][ACTIVATE_ANNOTATION] = json!("uid-pp/2");
     let plan = world.reconcile(std::slice::from_ref(&p2));
-    assert_eq!(
-        plan.lazy.unwrap().action,
-        LazyAction::Refresh(RefreshReason::Activated)
-    );
+    assert_eq!(lazy_action(&plan), LazyAction::Refresh(RefreshReason::Activated));
     assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
     // Left in place it is harmless: the next generation waits again.
-    let p3 = edited(p2, "member3");
+    let p3 = edited(p2, "member3", world.tick());
     world.reconcile(std::slice::from_ref(&p3));
     assert_eq!(world.clusters(), Some(vec!["member2".to_string()]));
 }
@@ -848,7 +1078,7 @@ fn restart_keeps_pending() {
     let p = pp("pp", "member1", true, 100);
     let mut world = World::new(nginx(200));
     world.reconcile(std::slice::from_ref(&p));
-    let p2 = edited(p, "member2");
+    let p2 = edited(p, "member2", world.tick());
     world.reconcile(std::slice::from_ref(&p2));
     world.take_writes();
     for _ in 0..3 {
@@ -873,7 +1103,8 @@ fn other_conditions_are_kept() {
     ]}))
     .unwrap();
     binding["status"] = serde_json::to_value(status).unwrap();
-    world.reconcile(std::slice::from_ref(&edited(p, "member2")));
+    let p2 = edited(p, "member2", world.tick());
+    world.reconcile(std::slice::from_ref(&p2));
     let conditions = world.view().unwrap().conditions;
     assert_eq!(conditions.len(), 2);
     assert_eq!(conditions[0].type_, "Scheduled");
