@@ -374,8 +374,8 @@ pub async fn up(options: UpOptions, shutdown: CancellationToken) -> Result<(), U
     result
 }
 
-/// The services to run (all four); in a workspace checkout, builds them and the API server
-/// first.
+/// The services to run (all four); in a workspace checkout, builds those of them (and the API
+/// server) that are older than their sources first.
 pub(crate) fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec<ServiceSpec>, UpError> {
     let checkout = options
         .bin_dir
@@ -393,14 +393,24 @@ pub(crate) fn select_services(options: &UpOptions, bin_dir: &Path) -> Result<Vec
             }
             .into());
         }
-        step(&format!(
-            "building {} ({} profile) ...",
-            packages.join(", "),
-            checkout.profile
-        ));
-        let started = Instant::now();
-        binaries::build(checkout, &packages)?;
-        step(&format!("built in {:.1}s", started.elapsed().as_secs_f64()));
+        // Cargo's own no-op check reads hundreds of fingerprints; a binary newer than every
+        // file it is built from needs no build at all.
+        let stale = match binaries::SourceGraph::of_workspace(&checkout.root) {
+            Some(graph) => binaries::stale(&graph, bin_dir, &packages),
+            None => packages.clone(),
+        };
+        if stale.is_empty() {
+            step("binaries are up to date (newer than their sources); not building");
+        } else {
+            step(&format!(
+                "building {} ({} profile) ...",
+                stale.join(", "),
+                checkout.profile
+            ));
+            let started = Instant::now();
+            binaries::build(checkout, &stale)?;
+            step(&format!("built in {:.1}s", started.elapsed().as_secs_f64()));
+        }
     }
     for service in &services {
         binaries::locate(bin_dir, service.binary)?;
