@@ -168,7 +168,8 @@ pub struct TemplatePlan {
     pub claim_change: Option<ClaimChange>,
     /// The lazy decision, when a valid policy claims the template.
     pub lazy: Option<LazyAction>,
-    /// Merge patch of the template (`{"metadata": ...}`), if its claim or baseline changes.
+    /// Merge patch of the template (`{"metadata": ...}`, with its resourceVersion as
+    /// precondition), if its claim changes.
     pub template_patch: Option<Value>,
     /// The binding writes.
     pub binding: BindingWrite,
