@@ -13,6 +13,7 @@ const COMMON: &[&str] = &[
     "flotilla_grpc_client_request_duration_seconds",
     "flotilla_workqueue_depth",
     "flotilla_workqueue_oldest_wait_seconds",
+    "flotilla_control_plane_requests",
 ];
 
 fn families(service: Service) -> &'static [&'static str] {

@@ -189,9 +189,18 @@ struct BenchArgs {
     /// Seconds one wait may take before the scenario fails.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
-    /// Print the report as JSON on stdout (tables and progress go to stderr).
+    /// Print the report as JSON on stdout (tables and progress go to stderr); with
+    /// --baseline-bin-dir, `{"baseline": ..., "current": ...}`.
     #[arg(long)]
     json: bool,
+    /// Write an SVG of member objects arriving over time in the throughput scenario to FILE
+    /// (both runs' lines with --baseline-bin-dir).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Run the same scenarios first with the flotilla-* binaries in DIR (an older build), then
+    /// with the current ones, and print the figures side by side. Embedded installation only.
+    #[arg(long, value_name = "DIR", conflicts_with = "kubeconfig")]
+    baseline_bin_dir: Option<PathBuf>,
     #[command(flatten)]
     target: TargetArgs,
 }
@@ -445,10 +454,55 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(external) = &options.external {
         options.members = options.members.min(external.member_contexts.len());
     }
-    let report = flotilla::bench::run(&options, &shutdown_on_signals()?).await?;
+    if let Some(path) = &args.plot
+        && !options.runs_throughput()
+    {
+        bail!(
+            "--plot {} draws the throughput scenario, which --scenario {:?} does not run; use --scenario throughput or all",
+            path.display(),
+            options.scenario
+        );
+    }
+    let interrupt = shutdown_on_signals()?;
+    let baseline = match &args.baseline_bin_dir {
+        Some(dir) => {
+            eprintln!("baseline run with the binaries in {} ...", dir.display());
+            let baseline_options = flotilla::bench::BenchOptions {
+                bin_dir: Some(dir.clone()),
+                ..options.clone()
+            };
+            let report = flotilla::bench::run(&baseline_options, &interrupt).await?;
+            eprintln!("\nbaseline:\n{}\n\ncurrent run ...", report.tables());
+            Some(report)
+        }
+        None => None,
+    };
+    let report = flotilla::bench::run(&options, &interrupt).await?;
     eprintln!("\n{}", report.tables());
+    if let Some(baseline) = &baseline {
+        eprintln!("\n{}", flotilla::bench::comparison(baseline, &report));
+    }
+    if let Some(path) = &args.plot {
+        let mut runs = Vec::new();
+        if let Some(baseline) = &baseline {
+            runs.push(("baseline", baseline));
+        }
+        runs.push(("current", &report));
+        match flotilla::bench::plot(&runs) {
+            Some(svg) => {
+                std::fs::write(path, svg)
+                    .with_context(|| format!("cannot write the plot to {}", path.display()))?;
+                eprintln!("plot written to {}", path.display());
+            }
+            None => bail!("no throughput figures to plot in {}", path.display()),
+        }
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let json = match &baseline {
+            Some(baseline) => serde_json::json!({ "baseline": baseline, "current": report }),
+            None => serde_json::to_value(&report)?,
+        };
+        println!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(())
 }

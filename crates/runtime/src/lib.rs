@@ -12,6 +12,7 @@
 //! - [`leader`]: active/standby leader election on a `coordination.k8s.io/v1` Lease;
 //! - [`membership`]: replica membership on Leases and ownership of keys, for sharded services;
 //! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership);
+//! - [`requests`]: counting the requests each service sends to the control-plane API;
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues.
 
@@ -22,6 +23,7 @@ pub mod lease;
 pub mod membership;
 pub mod ops;
 pub mod queue;
+pub mod requests;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -101,10 +103,14 @@ pub async fn kube_config(args: &KubeArgs) -> Result<kube::Config, RuntimeError> 
     }
 }
 
-/// A kube client for `args`.
+/// A kube client for `args`, counting its requests in `flotilla_control_plane_requests_total`
+/// ([`requests`]).
 pub async fn kube_client(args: &KubeArgs) -> Result<kube::Client, RuntimeError> {
     let config = kube_config(args).await?;
-    Ok(kube::Client::try_from(config)?)
+    requests::register_metrics();
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&requests::count_requests())
+        .build())
 }
 
 /// A token cancelled when the process receives SIGTERM or SIGINT.

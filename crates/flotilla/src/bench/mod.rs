@@ -11,15 +11,19 @@
 //! | [`arrivals`] | member watches: arrival times, presence, write counts |
 //! | [`scenarios`] | latency, throughput (+ footprint), policy-change |
 //! | [`footprint`] | RSS and CPU from `/proc` |
+//! | [`writes`] | control-plane writes per member object (revision and services' counters) |
+//! | [`plot`] | the SVG of member objects arriving over time (`--plot`) |
 //! | [`stats`] | percentiles and tables |
 
 pub mod arrivals;
 pub mod footprint;
 pub mod install;
+pub mod plot;
 pub mod scenarios;
 pub mod stats;
 pub mod target;
 pub mod workload;
+pub mod writes;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -167,7 +171,8 @@ impl BenchOptions {
     fn runs_latency(&self) -> bool {
         matches!(self.scenario, Scenario::Latency | Scenario::All)
     }
-    fn runs_throughput(&self) -> bool {
+    /// Whether the throughput scenario runs (the one `--plot` draws).
+    pub fn runs_throughput(&self) -> bool {
         matches!(
             self.scenario,
             Scenario::Throughput | Scenario::Footprint | Scenario::All
@@ -344,6 +349,108 @@ impl Report {
     }
 }
 
+/// The figures of two runs side by side (`flotilla bench --baseline-bin-dir`): one row per
+/// figure both runs measured, with the current run's change against the baseline.
+pub fn comparison(baseline: &Report, current: &Report) -> String {
+    fn figures(report: &Report) -> Vec<(String, Option<f64>)> {
+        let mut out = Vec::new();
+        if let Some(l) = &report.latency {
+            out.push((
+                format!("latency p50 ms ({} members)", l.members),
+                Some(l.percentiles.p50_ms),
+            ));
+            out.push((
+                format!("latency p99 ms ({} members)", l.members),
+                Some(l.percentiles.p99_ms),
+            ));
+        }
+        if let Some(t) = &report.throughput {
+            out.push(("member objects".to_owned(), Some(t.member_objects as f64)));
+            out.push(("all present s".to_owned(), Some(t.seconds)));
+            out.push(("member objects/s".to_owned(), Some(t.objects_per_second)));
+            out.push((
+                "writes per member object (services)".to_owned(),
+                t.writes.per_member_object,
+            ));
+            out.push((
+                "writes per member object (resourceVersion)".to_owned(),
+                t.writes.control_plane_writes_per_member_object,
+            ));
+        }
+        if let Some(f) = &report.footprint {
+            let cpu = f.services_total.cpu_seconds;
+            out.push(("services CPU s".to_owned(), Some(cpu)));
+            if let Some(t) = &report.throughput
+                && t.member_objects > 0
+            {
+                out.push((
+                    "services CPU ms per member object".to_owned(),
+                    Some(stats::round(cpu * 1000.0 / t.member_objects as f64, 2)),
+                ));
+            }
+            out.push((
+                "services peak RSS MiB".to_owned(),
+                Some(f.services_total.rss_peak_mib),
+            ));
+            out.push((
+                "services RSS after MiB".to_owned(),
+                Some(f.services_total.rss_after_mib),
+            ));
+            for p in &f.processes {
+                out.push((format!("{} peak RSS MiB", p.name), Some(p.rss_peak_mib)));
+            }
+        }
+        out
+    }
+    let before = figures(baseline);
+    let after = figures(current);
+    let rows: Vec<Vec<String>> = after
+        .iter()
+        .filter_map(|(name, now)| {
+            let was = before.iter().find(|(n, _)| n == name).and_then(|(_, v)| *v);
+            let now = (*now)?;
+            let change = match was {
+                Some(was) if was != 0.0 => format!("x{:.2}", now / was),
+                _ => "-".to_owned(),
+            };
+            Some(vec![
+                name.clone(),
+                was.map_or("-".to_owned(), |v| format!("{v:.2}")),
+                format!("{now:.2}"),
+                change,
+            ])
+        })
+        .collect();
+    format!(
+        "baseline ({}) and current ({}) side by side\n{}",
+        baseline.target,
+        current.target,
+        stats::table(&["figure", "baseline", "current", "current/baseline"], &rows)
+    )
+}
+
+/// The SVG of member objects arriving over time in each labelled run's throughput scenario
+/// (`None` when none ran it).
+pub fn plot(runs: &[(&str, &Report)]) -> Option<String> {
+    let series: Vec<plot::Series> = runs
+        .iter()
+        .filter_map(|(label, report)| {
+            report.throughput.as_ref().map(|t| plot::Series {
+                label: format!("{label}: {:.0} objects/s", t.objects_per_second),
+                points: t.arrivals.clone(),
+            })
+        })
+        .collect();
+    let first = runs.iter().find_map(|(_, r)| r.throughput.as_ref())?;
+    let title = format!(
+        "{} Deployments{} to {} member(s): member objects present over time",
+        first.templates,
+        if first.deps { " + ConfigMaps" } else { "" },
+        first.members
+    );
+    Some(plot::svg(&title, &series))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,6 +487,60 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(install_options(&options).members, 2);
+    }
+
+    fn throughput_report(seconds: f64) -> Report {
+        let member_objects = 600;
+        let empty = writes::Reading::default();
+        Report {
+            machine: Machine::describe(),
+            target: "embedded".to_owned(),
+            members: vec!["member1".to_owned()],
+            latency: None,
+            throughput: Some(ThroughputReport {
+                templates: 100,
+                members: 3,
+                deps: true,
+                member_objects,
+                create_seconds: 1.0,
+                first_arrival_seconds: 0.1,
+                seconds,
+                objects_per_second: member_objects as f64 / seconds,
+                meets_target: false,
+                arrivals: vec![(0.1, 1), (seconds, member_objects)],
+                writes: writes::WritesReport::between(&empty, &empty, 0, member_objects, Duration::ZERO),
+            }),
+            policy_change: None,
+            footprint: None,
+            wall_seconds: 10.0,
+        }
+    }
+
+    #[test]
+    fn the_comparison_shows_both_runs_and_the_ratio() {
+        let table = comparison(&throughput_report(6.0), &throughput_report(3.0));
+        let row = table
+            .lines()
+            .find(|l| l.contains("member objects/s"))
+            .unwrap_or_else(|| panic!("no objects/s row in\n{table}"));
+        assert!(
+            row.contains("100.00") && row.contains("200.00") && row.contains("x2.00"),
+            "{row}"
+        );
+        // Figures neither run measured have no row.
+        assert!(!table.contains("latency"), "{table}");
+    }
+
+    #[test]
+    fn the_plot_has_a_line_per_run_with_throughput() {
+        let baseline = throughput_report(6.0);
+        let current = throughput_report(3.0);
+        let svg = plot(&[("baseline", &baseline), ("current", &current)]).unwrap_or_default();
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert!(svg.contains("baseline: 100 objects/s") && svg.contains("current: 200 objects/s"));
+        let mut nothing = throughput_report(1.0);
+        nothing.throughput = None;
+        assert!(plot(&[("current", &nothing)]).is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::arrivals::{Arrivals, Kind, Writes};
 use super::footprint::{ProcessFootprint, Window};
 use super::stats::{Percentiles, percentiles, round, table};
 use super::workload::{self, names};
+use super::writes::{self, WritesReport};
 use super::{BenchError, BenchOptions, Target, progress};
 
 /// Issue 10's latency target: p99 to 3 members.
@@ -190,6 +191,33 @@ pub struct ThroughputReport {
     pub objects_per_second: f64,
     /// Whether objects_per_second meets [`THROUGHPUT_TARGET_PER_SECOND`].
     pub meets_target: bool,
+    /// Member objects present over time: `(seconds since the first create, objects)`, at most
+    /// [`CURVE_POINTS`] points (`flotilla bench --plot`).
+    pub arrivals: Vec<(f64, usize)>,
+    /// The control plane's writes during the run.
+    pub writes: WritesReport,
+}
+
+/// The most points kept of the arrival curve.
+pub const CURVE_POINTS: usize = 400;
+
+/// The arrival curve of `offsets` (seconds since the start, any order): cumulative counts,
+/// thinned to at most `points` points, always keeping the first and the last arrival.
+pub fn arrival_curve(mut offsets: Vec<f64>, points: usize) -> Vec<(f64, usize)> {
+    offsets.sort_by(f64::total_cmp);
+    let n = offsets.len();
+    if n == 0 || points == 0 {
+        return Vec::new();
+    }
+    let step = n.div_ceil(points.max(2) - 1).max(1);
+    let mut curve: Vec<(f64, usize)> = (0..n)
+        .step_by(step)
+        .map(|i| (round(offsets[i], 3), i + 1))
+        .collect();
+    if curve.last().map(|(_, c)| *c) != Some(n) {
+        curve.push((round(offsets[n - 1], 3), n));
+    }
+    curve
 }
 
 impl ThroughputReport {
@@ -225,7 +253,8 @@ impl ThroughputReport {
                     ),
                 ]]
             )
-        )
+        ) + "\n"
+            + &self.writes.table()
     }
 }
 
@@ -333,6 +362,7 @@ pub async fn throughput(
             "throughput: {templates} Deployments{} to {count} member(s) ...",
             if options.deps { " with ConfigMaps" } else { "" }
         ));
+        let before = writes::Reading::take(target).await;
         let mut during = Window::default();
         let started = Instant::now();
         let created = during
@@ -361,9 +391,10 @@ pub async fn throughput(
                 Ok::<Duration, BenchError>(created)
             })
             .await?;
-        let (first, last) = arrivals.with(|v| {
+        let (first, last, offsets) = arrivals.with(|v| {
             let mut first: Option<Instant> = None;
             let mut last: Option<Instant> = None;
+            let mut offsets = Vec::new();
             for m in 0..count {
                 for kind in &kinds {
                     for name in &names {
@@ -372,14 +403,25 @@ pub async fn throughput(
                             Kind::ConfigMap => workload::config_map_name(name),
                         };
                         if let Some(seen) = v.first_seen(m, *kind, &namespace, &object) {
+                            offsets.push(seen.saturating_duration_since(started).as_secs_f64());
                             first = Some(first.map_or(seen, |f| f.min(seen)));
                             last = Some(last.map_or(seen, |l| l.max(seen)));
                         }
                     }
                 }
             }
-            (first, last)
+            (first, last, offsets)
         });
+        let (after, settled) = writes::settle(target).await;
+        let bench_writes = (templates * if options.deps { 2 } else { 1 }) as u64;
+        let writes = WritesReport::between(
+            &before,
+            &after,
+            bench_writes,
+            templates * count * kinds.len(),
+            settled,
+        );
+        writes::check(&writes)?;
         let seconds = last
             .unwrap_or(started)
             .saturating_duration_since(started)
@@ -406,6 +448,8 @@ pub async fn throughput(
             seconds: round(seconds, 2),
             objects_per_second: round(objects_per_second, 0),
             meets_target: objects_per_second >= THROUGHPUT_TARGET_PER_SECOND,
+            arrivals: arrival_curve(offsets, CURVE_POINTS),
+            writes,
         };
         let footprint = if pids().is_empty() {
             None
@@ -777,6 +821,22 @@ async fn wait_policy_observed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_arrival_curve_is_cumulative_sorted_and_thinned() {
+        assert!(arrival_curve(Vec::new(), 10).is_empty());
+        assert_eq!(arrival_curve(vec![0.5], 10), vec![(0.5, 1)]);
+        assert_eq!(
+            arrival_curve(vec![3.0, 1.0, 2.0], 10),
+            vec![(1.0, 1), (2.0, 2), (3.0, 3)]
+        );
+        let offsets: Vec<f64> = (0..1000).rev().map(|i| f64::from(i) / 100.0).collect();
+        let curve = arrival_curve(offsets, 50);
+        assert!(curve.len() <= 50, "{} points", curve.len());
+        assert_eq!(curve.first(), Some(&(0.0, 1)));
+        assert_eq!(curve.last(), Some(&(9.99, 1000)));
+        assert!(curve.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1));
+    }
 
     #[test]
     fn activation_must_move_exactly_max_templates() {

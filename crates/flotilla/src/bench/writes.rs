@@ -1,0 +1,385 @@
+//! Control-plane writes per member object: how many times the pipeline writes to the control
+//! plane's API to put one object into one member cluster.
+//!
+//! Two readings, taken before the templates are created and again once the pipeline has
+//! settled (no service wrote anything but Lease renewals for [`QUIET`]):
+//!
+//! - the control plane's resourceVersion, which every write (from anyone) advances by one: the
+//!   difference, less the bench's own template creates, is every write the pipeline caused;
+//! - each service's `flotilla_control_plane_requests_total` (embedded installation only), which
+//!   says who wrote what: `execution patch works/status 3000`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::api::ListParams;
+use serde::Serialize;
+
+use super::BenchError;
+use super::stats::{round, table};
+use super::target::Target;
+
+/// How long services must stay quiet (Lease renewals aside) for the pipeline to count as settled.
+pub const QUIET: Duration = Duration::from_secs(2);
+/// The longest the bench waits for the pipeline to settle.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(250);
+const FAMILY: &str = "flotilla_control_plane_requests_total";
+const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+
+/// Requests counted by one service: `(verb, resource)` -> count, `resource` as
+/// `group/resource[/subresource]` (`resource[/subresource]` for the core group).
+pub type Counts = BTreeMap<(String, String), u64>;
+
+/// Parses the `flotilla_control_plane_requests_total` samples of a `/metrics` text.
+pub fn parse_counts(text: &str) -> Counts {
+    let mut counts = Counts::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(FAMILY) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.strip_prefix('{').and_then(|r| r.split_once("} ")) else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let mut verb = String::new();
+        let mut group = String::new();
+        let mut resource = String::new();
+        for pair in labels.split(',') {
+            let Some((key, value)) = pair.split_once('=') else {
+                continue;
+            };
+            let value = value.trim_matches('"').to_owned();
+            match key.trim() {
+                "verb" => verb = value,
+                "group" => group = value,
+                "resource" => resource = value,
+                _ => {}
+            }
+        }
+        let resource = if group.is_empty() {
+            resource
+        } else {
+            format!("{group}/{resource}")
+        };
+        *counts.entry((verb, resource)).or_default() += value as u64;
+    }
+    counts
+}
+
+fn is_write(verb: &str) -> bool {
+    WRITE_VERBS.contains(&verb)
+}
+
+fn is_lease(resource: &str) -> bool {
+    resource == "coordination.k8s.io/leases"
+}
+
+/// Non-Lease writes in `counts`.
+pub fn pipeline_writes(counts: &Counts) -> u64 {
+    counts
+        .iter()
+        .filter(|((verb, resource), _)| is_write(verb) && !is_lease(resource))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// What one reading saw.
+#[derive(Clone, Debug, Default)]
+pub struct Reading {
+    /// The control plane's resourceVersion.
+    pub revision: Option<u64>,
+    /// Each service's counts (embedded installation only).
+    pub services: BTreeMap<String, Counts>,
+}
+
+impl Reading {
+    /// Reads the control plane's revision and every service's counters.
+    pub async fn take(target: &Target) -> Reading {
+        let revision = Api::<Namespace>::all(target.control_plane.clone())
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .ok()
+            .and_then(|list| list.metadata.resource_version)
+            .and_then(|rv| rv.parse().ok());
+        let mut services = BTreeMap::new();
+        if let Some(installation) = &target.installation {
+            for service in super::install::SERVICES {
+                // A build older than the request counters reports no family: the revision is
+                // then the only reading.
+                if let Some(address) = installation.metrics_address(service)
+                    && let Some((200, body)) = crate::probe::http_get(&address, "/metrics").await
+                    && body.contains("# TYPE flotilla_control_plane_requests ")
+                {
+                    services.insert((*service).to_owned(), parse_counts(&body));
+                }
+            }
+        }
+        Reading { revision, services }
+    }
+
+    fn pipeline_writes(&self) -> u64 {
+        self.services.values().map(pipeline_writes).sum()
+    }
+}
+
+/// Waits until no service has written anything but Leases for [`QUIET`] (at most
+/// [`SETTLE_LIMIT`]) and returns the last reading and how long settling took. Without service
+/// counters (an external control plane), waits for the revision to stop moving instead.
+pub async fn settle(target: &Target) -> (Reading, Duration) {
+    let started = Instant::now();
+    let mut last = Reading::take(target).await;
+    let mut quiet_since = Instant::now();
+    loop {
+        tokio::time::sleep(POLL).await;
+        let now = Reading::take(target).await;
+        let moved = if now.services.is_empty() {
+            now.revision != last.revision
+        } else {
+            now.pipeline_writes() != last.pipeline_writes()
+        };
+        if moved {
+            quiet_since = Instant::now();
+        }
+        last = now;
+        if quiet_since.elapsed() >= QUIET || started.elapsed() >= SETTLE_LIMIT {
+            return (last, started.elapsed());
+        }
+    }
+}
+
+/// Writes of one `(service, verb, resource)` during the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResourceWrites {
+    /// The service.
+    pub service: String,
+    /// The verb.
+    pub verb: String,
+    /// `group/resource[/subresource]`.
+    pub resource: String,
+    /// How many.
+    pub count: u64,
+    /// count / member objects.
+    pub per_member_object: f64,
+}
+
+/// The control plane's writes during a throughput run.
+#[derive(Clone, Debug, Serialize)]
+pub struct WritesReport {
+    /// Member objects the run put in place.
+    pub member_objects: usize,
+    /// Writes to the control plane during the run (revision difference), less the bench's own
+    /// template creates; Lease renewals and Events included. `None` when the revision is not
+    /// an integer.
+    pub control_plane_writes: Option<u64>,
+    /// control_plane_writes / member objects.
+    pub control_plane_writes_per_member_object: Option<f64>,
+    /// The services' own count of their writes, Lease renewals excluded (embedded only).
+    pub service_writes: Option<u64>,
+    /// service_writes / member objects: the figure issue 17 asks for.
+    pub per_member_object: Option<f64>,
+    /// The services' Lease writes during the run (leader election, membership).
+    pub lease_writes: Option<u64>,
+    /// Where the writes went, most first (embedded only).
+    pub by_resource: Vec<ResourceWrites>,
+    /// Time from the last member object to the services falling quiet, seconds.
+    pub settle_seconds: f64,
+}
+
+impl WritesReport {
+    /// The difference between two readings; `bench_writes` are the writes the bench itself made
+    /// in between.
+    pub fn between(
+        before: &Reading,
+        after: &Reading,
+        bench_writes: u64,
+        member_objects: usize,
+        settle: Duration,
+    ) -> WritesReport {
+        let per = |n: u64| round(n as f64 / member_objects.max(1) as f64, 2);
+        let control_plane_writes = match (before.revision, after.revision) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b).saturating_sub(bench_writes)),
+            _ => None,
+        };
+        let mut by_resource = Vec::new();
+        let mut service_writes = 0;
+        let mut lease_writes = 0;
+        for (service, counts) in &after.services {
+            let empty = Counts::new();
+            let earlier = before.services.get(service).unwrap_or(&empty);
+            for ((verb, resource), n) in counts {
+                let n = n.saturating_sub(
+                    earlier
+                        .get(&(verb.clone(), resource.clone()))
+                        .copied()
+                        .unwrap_or_default(),
+                );
+                if n == 0 || !is_write(verb) {
+                    continue;
+                }
+                if is_lease(resource) {
+                    lease_writes += n;
+                    continue;
+                }
+                service_writes += n;
+                by_resource.push(ResourceWrites {
+                    service: service.clone(),
+                    verb: verb.clone(),
+                    resource: resource.clone(),
+                    count: n,
+                    per_member_object: per(n),
+                });
+            }
+        }
+        by_resource.sort_by(|a, b| b.count.cmp(&a.count).then(a.resource.cmp(&b.resource)));
+        let counted = !after.services.is_empty();
+        WritesReport {
+            member_objects,
+            control_plane_writes,
+            control_plane_writes_per_member_object: control_plane_writes.map(per),
+            service_writes: counted.then_some(service_writes),
+            per_member_object: counted.then(|| per(service_writes)),
+            lease_writes: counted.then_some(lease_writes),
+            by_resource,
+            settle_seconds: round(settle.as_secs_f64(), 1),
+        }
+    }
+
+    /// The report's table.
+    pub fn table(&self) -> String {
+        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
+        let mut out = format!(
+            "control-plane writes per member object: {} (services' own count, Leases excluded); {} \
+             by resourceVersion ({} writes, Leases and Events included); settled {:.1}s after the last arrival",
+            show(self.per_member_object),
+            show(self.control_plane_writes_per_member_object),
+            self.control_plane_writes
+                .map_or("-".to_owned(), |n| n.to_string()),
+            self.settle_seconds,
+        );
+        if !self.by_resource.is_empty() {
+            let rows: Vec<Vec<String>> = self
+                .by_resource
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.service.clone(),
+                        w.verb.clone(),
+                        w.resource.clone(),
+                        w.count.to_string(),
+                        format!("{:.2}", w.per_member_object),
+                    ]
+                })
+                .collect();
+            out.push('\n');
+            out.push_str(&table(
+                &["service", "verb", "resource", "writes", "per member object"],
+                &rows,
+            ));
+        }
+        out
+    }
+}
+
+/// Fails when the pipeline writes nothing countable: a bench that reports 0 writes per member
+/// object has measured nothing.
+pub fn check(report: &WritesReport) -> Result<(), BenchError> {
+    match report.service_writes {
+        Some(0) => Err(BenchError::Invalid(
+            "the services reported no control-plane writes during the throughput run; is \
+             flotilla_control_plane_requests_total exported by /metrics?"
+                .to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const METRICS: &str = r#"# HELP flotilla_control_plane_requests Requests sent.
+# TYPE flotilla_control_plane_requests counter
+flotilla_control_plane_requests_total{verb="patch",group="work.karmada.io",resource="works/status"} 12
+flotilla_control_plane_requests_total{verb="create",group="work.karmada.io",resource="works"} 6
+flotilla_control_plane_requests_total{verb="update",group="coordination.k8s.io",resource="leases"} 40
+flotilla_control_plane_requests_total{verb="get",group="",resource="configmaps"} 9
+flotilla_control_plane_requests_total{verb="create",group="",resource="events"} 2
+flotilla_workqueue_depth{service="execution",queue="bindings"} 0
+# EOF
+"#;
+
+    fn key(verb: &str, resource: &str) -> (String, String) {
+        (verb.to_owned(), resource.to_owned())
+    }
+
+    #[test]
+    fn parses_the_request_counters_only() {
+        let counts = parse_counts(METRICS);
+        assert_eq!(counts.len(), 5);
+        assert_eq!(counts[&key("patch", "work.karmada.io/works/status")], 12);
+        assert_eq!(counts[&key("get", "configmaps")], 9);
+        assert_eq!(counts[&key("update", "coordination.k8s.io/leases")], 40);
+    }
+
+    #[test]
+    fn pipeline_writes_leave_out_reads_and_leases() {
+        assert_eq!(pipeline_writes(&parse_counts(METRICS)), 12 + 6 + 2);
+    }
+
+    #[test]
+    fn the_report_is_the_difference_per_member_object() {
+        let before = Reading {
+            revision: Some(100),
+            services: BTreeMap::from([("execution".to_owned(), parse_counts(METRICS))]),
+        };
+        let after_text = METRICS
+            .replace("works/status\"} 12", "works/status\"} 32")
+            .replace("resource=\"works\"} 6", "resource=\"works\"} 16")
+            .replace("leases\"} 40", "leases\"} 44");
+        let after = Reading {
+            revision: Some(100 + 10 + 30 + 4),
+            services: BTreeMap::from([("execution".to_owned(), parse_counts(&after_text))]),
+        };
+        let report = WritesReport::between(&before, &after, 10, 10, Duration::from_secs(2));
+        assert_eq!(report.control_plane_writes, Some(34));
+        assert_eq!(report.service_writes, Some(30));
+        assert_eq!(report.per_member_object, Some(3.0));
+        assert_eq!(report.lease_writes, Some(4));
+        let rows: Vec<(&str, u64)> = report
+            .by_resource
+            .iter()
+            .map(|w| (w.resource.as_str(), w.count))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("work.karmada.io/works/status", 20),
+                ("work.karmada.io/works", 10)
+            ]
+        );
+        assert!(report.table().contains("3.00"), "{}", report.table());
+        assert!(check(&report).is_ok());
+    }
+
+    #[test]
+    fn no_counted_writes_is_an_error_and_no_counters_is_not() {
+        let before = Reading {
+            revision: Some(1),
+            services: BTreeMap::from([("execution".to_owned(), parse_counts(METRICS))]),
+        };
+        let report = WritesReport::between(&before, &before, 0, 10, Duration::ZERO);
+        assert!(check(&report).is_err());
+        let external = Reading {
+            revision: Some(1),
+            services: BTreeMap::new(),
+        };
+        let report = WritesReport::between(&external, &external, 0, 10, Duration::ZERO);
+        assert_eq!(report.per_member_object, None);
+        assert!(check(&report).is_ok());
+    }
+}
