@@ -443,6 +443,11 @@ pub struct ManifestStatus {
     /// Health of the member object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<ResourceHealth>,
+    /// flotilla: the revision (`<Work generation>/<manifest hash>`) execution last applied to
+    /// the member for this manifest, recorded in the same status write that reports the apply,
+    /// so apply-once-only can tell "applied once" from "never applied" after a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_revision: Option<String>,
 }
 
 /// Identifies one manifest of a Work.

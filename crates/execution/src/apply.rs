@@ -4,7 +4,6 @@
 //! deletion removes the member objects (unless `preserveResourcesOnDeletion`) before dropping
 //! the finalizer `karmada.io/execution-controller`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,9 +30,7 @@ use crate::member::{
     recorded_revision, with_marks,
 };
 use crate::metrics::metrics;
-use crate::works::{
-    APPLIED_REVISIONS_ANNOTATION, WORK_FINALIZER, format_applied_revisions, parse_applied_revisions,
-};
+use crate::works::{WORK_FINALIZER, applied_revisions};
 
 /// Message of `Applied=True`.
 pub const APPLIED_MESSAGE: &str = "Manifest has been successfully applied";
@@ -245,11 +242,7 @@ pub async fn reconcile_work(
             return Err(error);
         }
     };
-    let recorded = work
-        .annotations()
-        .get(APPLIED_REVISIONS_ANNOTATION)
-        .map(|text| parse_applied_revisions(text))
-        .unwrap_or_default();
+    let recorded = applied_revisions(&work);
     let mut results = Vec::new();
     for (ordinal, manifest) in work.spec.workload.manifests.iter().enumerate() {
         results.push(
@@ -266,11 +259,6 @@ pub async fn reconcile_work(
         );
     }
 
-    let applied_revisions: BTreeMap<usize, String> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(ordinal, r)| r.applied_revision.clone().map(|rev| (ordinal, rev)))
-        .collect();
     let (applied, reason, message) = applied_condition(&results);
     conditions::set(
         &mut status.conditions,
@@ -281,25 +269,15 @@ pub async fn reconcile_work(
         generation,
         now,
     );
-    status.manifest_statuses = results.iter().map(|r| r.status.clone()).collect();
-    if applied_revisions != recorded {
-        // The patch answers with the new resourceVersion the status write below needs.
-        let fresh = api
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {
-                    APPLIED_REVISIONS_ANNOTATION: format_applied_revisions(&applied_revisions),
-                }}})),
-            )
-            .await
-            .map_err(ExecutionError::control_plane(format!(
-                "record applied revisions on Work {namespace}/{name}"
-            )))?;
-        write_work_status(&api, &fresh, status).await?;
-    } else {
-        write_work_status(&api, &work, status).await?;
-    }
+    // One status write reports the applies and records what was applied.
+    status.manifest_statuses = results
+        .iter()
+        .map(|r| ManifestStatus {
+            applied_revision: r.applied_revision.clone(),
+            ..r.status.clone()
+        })
+        .collect();
+    write_work_status(&api, &work, status).await?;
     match results
         .into_iter()
         .map(|r| r.outcome)
@@ -491,6 +469,7 @@ async fn apply_manifest_inner(
             identifier: identifier(ordinal, identity, resource),
             status: None,
             health: None,
+            applied_revision: None,
         },
         applied_revision: recorded_on_work.cloned(),
     };
@@ -562,6 +541,7 @@ async fn apply_manifest_inner(
         identifier: identifier(ordinal, Some(identity), &resource),
         status: object.and_then(flotilla_interpreter::reflect_status),
         health: object.map(|o| flotilla_interpreter::health(o).into()),
+        applied_revision: None,
     };
     if defers_to_namespace_work(
         &identity.api_version,

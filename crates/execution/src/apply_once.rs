@@ -14,7 +14,7 @@
 //!
 //! "Recorded" is the `flotilla.io/desired-revision` annotation of the member object when it
 //! exists (and flotilla owns it), otherwise the revision execution last applied, which it keeps
-//! on the Work (`flotilla.io/applied-revisions`), so `force` remembers a deleted object's
+//! in the Work's status (`status.manifestStatuses[].appliedRevision`), so `force` remembers a deleted object's
 //! revision across restarts.
 
 use std::fmt;

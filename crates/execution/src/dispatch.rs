@@ -111,6 +111,12 @@ pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
         })
 }
 
+/// How long a binding waits after a report of one of its Works before its status is
+/// aggregated, so the reports of all its clusters (which arrive within milliseconds of each
+/// other) make one binding status write instead of one each. Dispatch itself never waits for
+/// it: a binding or template change is reconciled at once.
+pub const WORK_REPORTS_COALESCE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Reconciles binding `key` (serialised with any other reconcile of it), inside an
 /// `execution.dispatch` span.
 ///
@@ -219,6 +225,9 @@ async fn reconcile_locked(
         ..Default::default()
     };
     let mut template = None;
+    // Whether this reconcile wrote a Work: its status would then aggregate Works about to
+    // change, and is left to the reconcile their events bring (see `WORK_REPORTS_COALESCE`).
+    let mut wrote_works = false;
     if scheduled {
         template = get_template(ctx, &binding.spec).await?;
         if let Some(template) = &template {
@@ -249,6 +258,7 @@ async fn reconcile_locked(
                 let current = existing.get(&desired.cluster);
                 if needs_write(current.map(Arc::as_ref), desired) {
                     apply_work(ctx, desired, traceparent.as_deref()).await?;
+                    wrote_works = true;
                     Members::ensure(ctx, &desired.cluster)
                         .queue
                         .add(desired.name.clone());
@@ -274,6 +284,7 @@ async fn reconcile_locked(
                             "suspend Work {}",
                             work.name_any()
                         )))?;
+                        wrote_works = true;
                     }
                     outcome.works.push(format!(
                         "{}/{}",
@@ -285,6 +296,7 @@ async fn reconcile_locked(
             for cluster in &plan.delete {
                 if let Some(work) = existing.get(cluster) {
                     delete_work(ctx, work).await?;
+                    wrote_works = true;
                 }
             }
         }
@@ -298,7 +310,13 @@ async fn reconcile_locked(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    write_status(ctx, key, &binding, &existing, template.as_ref(), scheduled).await?;
+    if wrote_works {
+        // The Works' events requeue the binding; this makes sure of it even if a write turned
+        // out to change nothing (no event).
+        ctx.binding_queue.add_after(key.clone(), WORK_REPORTS_COALESCE);
+    } else {
+        write_status(ctx, key, &binding, &existing, template.as_ref(), scheduled).await?;
+    }
     Ok(outcome)
 }
 

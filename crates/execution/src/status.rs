@@ -11,7 +11,7 @@ use flotilla_api::work::AggregatedStatusItem;
 use serde_json::{Map, Value};
 
 use crate::manifest::Revision;
-use crate::works::{APPLIED_REVISIONS_ANNOTATION, parse_applied_revisions};
+use crate::works::applied_revisions;
 
 /// Reason of `FullyApplied=True`.
 pub const FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
@@ -23,7 +23,7 @@ pub const NO_TARGET_CLUSTERS: &str = "NoTargetClusters";
 /// Whether a Work's member objects hold its current manifests, and if not, why.
 ///
 /// Applied when the `Applied` condition is `True` and either observed the Work's current
-/// generation or every manifest's last applied revision (`flotilla.io/applied-revisions`) has
+/// generation or every manifest's last applied revision ([`applied_revisions`]) has
 /// the current manifest's hash (a generation bump that did not change the manifests, such as
 /// suspending, does not make an applied Work unapplied).
 pub fn work_applied(work: &Work) -> (bool, Option<String>) {
@@ -51,13 +51,7 @@ pub fn work_applied(work: &Work) -> (bool, Option<String>) {
 }
 
 fn holds_current_manifests(work: &Work) -> bool {
-    let recorded = work
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(APPLIED_REVISIONS_ANNOTATION))
-        .map(|text| parse_applied_revisions(text))
-        .unwrap_or_default();
+    let recorded = applied_revisions(work);
     // The cached Work has no manifests, only their hashes (crate::cache).
     let hashes = crate::cache::manifest_hashes(work);
     !hashes.is_empty()
@@ -189,7 +183,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::works::format_applied_revisions;
+    use crate::works::{APPLIED_REVISIONS_ANNOTATION, format_applied_revisions};
 
     fn manifest() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx"}, "spec": {"replicas": 1}})
@@ -231,6 +225,7 @@ mod tests {
                 },
                 status: Some(json!({"readyReplicas": 1})),
                 health: Some(ResourceHealth::Healthy),
+                applied_revision: None,
             }],
         });
         work
@@ -266,14 +261,20 @@ mod tests {
         assert!(!applied);
         assert!(message.unwrap().starts_with("dispatching is suspended"));
         let revision = Revision::of(2, &manifest()).to_string();
-        suspended.metadata.annotations = Some(
+        let mut legacy = suspended.clone();
+        if let Some(status) = suspended.status.as_mut() {
+            status.manifest_statuses[0].applied_revision = Some(revision.clone());
+        }
+        assert_eq!(work_applied(&suspended), (true, None));
+        // A Work last written by an older execution records it in an annotation.
+        legacy.metadata.annotations = Some(
             [(
                 APPLIED_REVISIONS_ANNOTATION.to_owned(),
                 format_applied_revisions(&BTreeMap::from([(0, revision)])),
             )]
             .into(),
         );
-        assert_eq!(work_applied(&suspended), (true, None));
+        assert_eq!(work_applied(&legacy), (true, None));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! | watched | queues |
 //! |---|---|
 //! | ResourceBinding, ClusterResourceBinding | the binding |
-//! | Work | its binding (status aggregation, re-creation); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
+//! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report; re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
 //! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed |
 //! | Namespace | the namespace |
 
@@ -137,7 +137,12 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                     return;
                 };
                 if let Some(key) = binding_of_work(work) {
-                    ctx.binding_queue.add(key);
+                    if deleted {
+                        ctx.binding_queue.add(key);
+                    } else {
+                        ctx.binding_queue
+                            .add_after(key, crate::dispatch::WORK_REPORTS_COALESCE);
+                    }
                 }
                 if let Some(namespace) = work.labels().get(PROPAGATED_NAMESPACE_LABEL)
                     && deleted

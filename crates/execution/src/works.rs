@@ -15,14 +15,15 @@ use flotilla_api::well_known::{
     RESOURCE_BINDING_PERMANENT_ID_LABEL, execution_namespace,
 };
 use flotilla_api::work::WorkloadTemplate;
-use flotilla_api::{ResourceBindingSpec, WorkSpec};
+use flotilla_api::{ResourceBindingSpec, Work, WorkSpec};
 use serde_json::Value;
 
 use crate::error::ManifestError;
 use crate::manifest::{ClusterShare, Revision, prepare_manifest};
 use crate::naming::work_name;
 
-/// Annotation on a Work (written by execution): the revision last applied per manifest,
+/// Annotation on a Work written by executions before the applied revisions moved into
+/// `status.manifestStatuses[].appliedRevision` (still read, never written): the revision last applied per manifest,
 /// `<ordinal>=<generation>/<hash>` joined by `,`. It lets `--apply-once-only=force` remember that
 /// a revision was applied after the member object is gone.
 pub const APPLIED_REVISIONS_ANNOTATION: &str = "flotilla.io/applied-revisions";
@@ -196,6 +197,31 @@ pub fn plan_works(
         }
     }
     Ok(plan)
+}
+
+/// The revision last applied per manifest ordinal: `status.manifestStatuses[].appliedRevision`,
+/// or, for a Work last written by an older execution, its `flotilla.io/applied-revisions`
+/// annotation. Malformed revisions read as "nothing recorded" (at worst one more apply).
+pub fn applied_revisions(work: &Work) -> BTreeMap<usize, String> {
+    let from_status: BTreeMap<usize, String> = work
+        .status
+        .iter()
+        .flat_map(|s| &s.manifest_statuses)
+        .filter_map(|m| {
+            let revision = m.applied_revision.as_ref()?;
+            Revision::parse(revision)?;
+            Some((usize::try_from(m.identifier.ordinal).ok()?, revision.clone()))
+        })
+        .collect();
+    if !from_status.is_empty() {
+        return from_status;
+    }
+    work.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(APPLIED_REVISIONS_ANNOTATION))
+        .map(|text| parse_applied_revisions(text))
+        .unwrap_or_default()
 }
 
 /// The `flotilla.io/applied-revisions` annotation value for `revisions` (by manifest ordinal).
@@ -542,5 +568,39 @@ mod tests {
             BTreeMap::from([(0, "3/0123abcd".to_owned())])
         );
         assert!(parse_applied_revisions("").is_empty());
+    }
+
+    #[test]
+    fn applied_revisions_come_from_the_status_then_the_legacy_annotation() {
+        use flotilla_api::work::{ManifestStatus, ResourceIdentifier, WorkStatus};
+        let manifest = |ordinal: i64, revision: Option<&str>| ManifestStatus {
+            identifier: ResourceIdentifier {
+                ordinal,
+                ..Default::default()
+            },
+            applied_revision: revision.map(str::to_owned),
+            ..Default::default()
+        };
+        let mut work = Work::new("w", Default::default());
+        assert!(applied_revisions(&work).is_empty());
+        work.metadata.annotations =
+            Some([(APPLIED_REVISIONS_ANNOTATION.to_owned(), "0=1/aaaa".to_owned())].into());
+        assert_eq!(
+            applied_revisions(&work),
+            BTreeMap::from([(0, "1/aaaa".to_owned())])
+        );
+        work.status = Some(WorkStatus {
+            manifest_statuses: vec![
+                manifest(0, Some("2/bbbb")),
+                manifest(1, None),
+                manifest(2, Some("not a revision")),
+                manifest(3, Some("2/cccc")),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(
+            applied_revisions(&work),
+            BTreeMap::from([(0, "2/bbbb".to_owned()), (3, "2/cccc".to_owned())])
+        );
     }
 }
