@@ -15,6 +15,7 @@ use flotilla_api::well_known::{
     PROPAGATION_POLICY_NAME_ANNOTATION, PROPAGATION_POLICY_NAMESPACE_ANNOTATION,
     PROPAGATION_POLICY_PERMANENT_ID_LABEL,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
 use crate::keys::{PolicyKey, PolicyKind};
@@ -60,22 +61,38 @@ impl Claim {
     /// Reads the claim from an object's labels and annotations; a PropagationPolicy claim
     /// wins when (wrongly) both are present, as in Karmada.
     pub fn read(labels: &Map<String, Value>, annotations: &Map<String, Value>) -> Option<Self> {
-        let get = |map: &Map<String, Value>, key: &str| {
-            map.get(key)
-                .and_then(Value::as_str)
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned)
-        };
+        Self::read_with(
+            |key| labels.get(key).and_then(Value::as_str),
+            |key| annotations.get(key).and_then(Value::as_str),
+        )
+    }
+
+    /// Reads the claim from typed metadata (a cached object's), without converting it to JSON.
+    pub fn read_metadata(metadata: &ObjectMeta) -> Option<Self> {
+        let labels = metadata.labels.as_ref();
+        let annotations = metadata.annotations.as_ref();
+        Self::read_with(
+            |key| labels.and_then(|m| m.get(key)).map(String::as_str),
+            |key| annotations.and_then(|m| m.get(key)).map(String::as_str),
+        )
+    }
+
+    /// The claim from two lookups, one for labels and one for annotations.
+    fn read_with<'a>(
+        label: impl Fn(&str) -> Option<&'a str>,
+        annotation: impl Fn(&str) -> Option<&'a str>,
+    ) -> Option<Self> {
+        let present = |value: Option<&'a str>| value.filter(|v| !v.is_empty()).map(str::to_owned);
         if let (Some(namespace), Some(name), Some(id)) = (
-            get(annotations, PROPAGATION_POLICY_NAMESPACE_ANNOTATION),
-            get(annotations, PROPAGATION_POLICY_NAME_ANNOTATION),
-            get(labels, PROPAGATION_POLICY_PERMANENT_ID_LABEL),
+            present(annotation(PROPAGATION_POLICY_NAMESPACE_ANNOTATION)),
+            present(annotation(PROPAGATION_POLICY_NAME_ANNOTATION)),
+            present(label(PROPAGATION_POLICY_PERMANENT_ID_LABEL)),
         ) {
             return Some(Claim::PropagationPolicy { namespace, name, id });
         }
         if let (Some(name), Some(id)) = (
-            get(annotations, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION),
-            get(labels, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL),
+            present(annotation(CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION)),
+            present(label(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)),
         ) {
             return Some(Claim::ClusterPropagationPolicy { name, id });
         }
@@ -214,18 +231,26 @@ mod tests {
         json!({"metadata": {"name": "web", "labels": labels, "annotations": annotations}})
     }
 
+    /// Reads the claim from JSON and from the typed metadata, which must agree.
+    fn read(object: &Value) -> Option<Claim> {
+        let metadata: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
+        let claim = Claim::read_object(object);
+        assert_eq!(Claim::read_metadata(&metadata), claim, "{object}");
+        claim
+    }
+
     #[test]
     fn reads_complete_claims_only() {
         let pp = object(
             json!({"propagationpolicy.karmada.io/permanent-id": "uid-1"}),
             json!({"propagationpolicy.karmada.io/name": "pp", "propagationpolicy.karmada.io/namespace": "default"}),
         );
-        assert_eq!(Claim::read_object(&pp), Some(pp_claim()));
+        assert_eq!(read(&pp), Some(pp_claim()));
         let cpp = object(
             json!({"clusterpropagationpolicy.karmada.io/permanent-id": "uid-2"}),
             json!({"clusterpropagationpolicy.karmada.io/name": "cpp"}),
         );
-        assert_eq!(Claim::read_object(&cpp), Some(cpp_claim()));
+        assert_eq!(read(&cpp), Some(cpp_claim()));
         // Missing id label, missing namespace, empty values: no claim.
         for incomplete in [
             object(
@@ -242,14 +267,14 @@ mod tests {
             ),
             json!({"metadata": {"name": "web"}}),
         ] {
-            assert_eq!(Claim::read_object(&incomplete), None, "{incomplete}");
+            assert_eq!(read(&incomplete), None, "{incomplete}");
         }
         // Both present: the PropagationPolicy claim is read.
         let both = object(
             json!({"propagationpolicy.karmada.io/permanent-id": "uid-1", "clusterpropagationpolicy.karmada.io/permanent-id": "uid-2"}),
             json!({"propagationpolicy.karmada.io/name": "pp", "propagationpolicy.karmada.io/namespace": "default", "clusterpropagationpolicy.karmada.io/name": "cpp"}),
         );
-        assert_eq!(Claim::read_object(&both), Some(pp_claim()));
+        assert_eq!(read(&both), Some(pp_claim()));
         assert_eq!(pp_claim().policy_key(), PolicyKey::propagation("default", "pp"));
         assert_eq!(cpp_claim().policy_key(), PolicyKey::cluster("cpp"));
         assert_eq!(cpp_claim().id(), "uid-2");

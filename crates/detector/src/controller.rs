@@ -432,7 +432,7 @@ impl Detector {
                     .store
                     .state()
                     .iter()
-                    .any(|o| Claim::read_object(&json!({ "metadata": o.metadata })).is_some())
+                    .any(|o| Claim::read_metadata(&o.metadata).is_some())
             {
                 kinds.insert(gvk.clone());
             }
@@ -547,6 +547,28 @@ impl Detector {
         }
         let object = watch.store.get(&reference)?;
         Some((template_json(&object, key), watch.resource.clone()))
+    }
+
+    /// One annotation of the template's cached binding, read in place.
+    fn cached_binding_annotation(&self, key: &TemplateKey, annotation: &str) -> Option<String> {
+        let name = key.binding_name();
+        let metadata_value = |metadata: &ObjectMeta| {
+            metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotation))
+                .cloned()
+        };
+        match &key.namespace {
+            Some(ns) => self
+                .resource_bindings
+                .get(&ObjectRef::new(&name).within(ns))
+                .and_then(|b| metadata_value(&b.metadata)),
+            None => self
+                .cluster_resource_bindings
+                .get(&ObjectRef::new(&name))
+                .and_then(|b| metadata_value(&b.metadata)),
+        }
     }
 
     fn cached_binding(&self, key: &TemplateKey) -> Option<BindingView> {
@@ -1064,10 +1086,8 @@ impl Detector {
                     .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind)
             });
             for object in watch.store.state() {
-                let claimed_by_policy = || {
-                    Claim::read_object(&json!({ "metadata": object.metadata }))
-                        .is_some_and(|c| c.policy_key() == *key)
-                };
+                let claimed_by_policy =
+                    || Claim::read_metadata(&object.metadata).is_some_and(|c| c.policy_key() == *key);
                 let in_scope = match key.kind {
                     PolicyKind::PropagationPolicy => object.metadata.namespace == key.namespace,
                     PolicyKind::ClusterPropagationPolicy => true,
@@ -1079,7 +1099,10 @@ impl Detector {
         }
     }
 
-    /// The policy's template counts from the caches.
+    /// The policy's template counts from the caches. Runs over every cached template each
+    /// time a policy's status is refreshed, so it reads the cached objects in place: no
+    /// metadata converted to JSON, no binding view built (this scan was 3/4 of the detector's
+    /// CPU in a 4,000-template run before).
     fn counts(&self, view: &PolicyView) -> Counts {
         let kinds: Vec<(Gvk, Arc<KindWatch>)> = self
             .read_kinds()
@@ -1090,7 +1113,7 @@ impl Detector {
         let mut counts = Counts::default();
         for (gvk, watch) in kinds {
             for object in watch.store.state() {
-                let Some(claim) = Claim::read_object(&json!({ "metadata": object.metadata })) else {
+                let Some(claim) = Claim::read_metadata(&object.metadata) else {
                     continue;
                 };
                 if claim.id() != view.uid || claim.policy_key() != view.key {
@@ -1102,10 +1125,11 @@ impl Detector {
                     namespace: object.metadata.namespace.clone().filter(|ns| !ns.is_empty()),
                     name: object.metadata.name.clone().unwrap_or_default(),
                 };
-                let reflects = self
-                    .cached_binding(&key)
-                    .is_some_and(|b| b.annotation(POLICY_GENERATION_ANNOTATION) == Some(generation.as_str()));
-                if !reflects {
+                if self
+                    .cached_binding_annotation(&key, POLICY_GENERATION_ANNOTATION)
+                    .as_deref()
+                    != Some(generation.as_str())
+                {
                     counts.pending += 1;
                 }
             }
