@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
@@ -189,6 +190,19 @@ pub async fn wait_member_deployment_gone(member: &Client, namespace: &str, name:
         member_deployment(member, namespace, name).await.is_none()
     })
     .await
+}
+
+/// Whether a binding, read as `Some(metadata)` or `None` when absent, is deleted as far as a
+/// component test without execution can see: gone, or deleting with only execution's finalizer
+/// (`karmada.io/binding-controller`, set at creation) left to release it.
+pub fn binding_deleted_without_execution(metadata: Option<&ObjectMeta>) -> bool {
+    metadata.is_none_or(|m| {
+        m.deletion_timestamp.is_some()
+            && m.finalizers
+                .iter()
+                .flatten()
+                .all(|f| f == flotilla_api::well_known::BINDING_CONTROLLER_FINALIZER)
+    })
 }
 
 /// The `status` of condition `type_` in `object.status.conditions`, if present.

@@ -89,6 +89,11 @@ pub const CONTENT_REVISION_ANNOTATION: &str = "flotilla.io/content-revision";
 /// claimant's deletion or selector edit, a preemptor's generation, or the claimant's
 /// selectors). Written by the detector with every claim change; see `docs/lazy-activation.md`.
 pub const CLAIM_REVISION_ANNOTATION: &str = "flotilla.io/claim-revision";
+/// Finalizer on bindings (Karmada's): execution deletes the binding's Works (and through them
+/// its member objects) before the binding goes. The detector and the dependency distributor
+/// create bindings with it already set, which saves execution a metadata write per binding;
+/// execution adds it to bindings created without it (by older versions or by hand).
+pub const BINDING_CONTROLLER_FINALIZER: &str = "karmada.io/binding-controller";
 /// Finalizer the detector keeps on PropagationPolicies (Karmada's): the policy's templates are
 /// released (or handed to another policy) before it goes, and its deletion stays visible, with
 /// its resourceVersion, until they are.

@@ -652,6 +652,10 @@ impl Context {
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             }]),
+            // Execution's finalizer from the start: one write less per binding.
+            finalizers: Some(vec![
+                flotilla_api::well_known::BINDING_CONTROLLER_FINALIZER.to_owned(),
+            ]),
             ..Default::default()
         };
         let params = PostParams {

@@ -306,6 +306,11 @@ pub fn new_binding(
         "ownerReferences".into(),
         Value::Array(vec![owner_reference(key, template_uid)]),
     );
+    // Execution's finalizer from the start: one write less per binding (it would add it).
+    meta.insert(
+        "finalizers".into(),
+        json!([flotilla_api::well_known::BINDING_CONTROLLER_FINALIZER]),
+    );
     json!({
         "apiVersion": format!("{}/{}", flotilla_api::work::GROUP, flotilla_api::work::BINDING_VERSION),
         "kind": if key.namespace.is_some() { "ResourceBinding" } else { "ClusterResourceBinding" },

@@ -318,6 +318,11 @@ fn claim_and_binding_content() {
     );
     assert!(binding["metadata"]["annotations"][TRACE_PARENT_ANNOTATION].is_string());
     assert_eq!(binding["metadata"]["ownerReferences"][0]["uid"], "nginx-uid");
+    // Created with execution's finalizer: execution does not have to add it.
+    assert_eq!(
+        binding["metadata"]["finalizers"],
+        json!([flotilla_api::well_known::BINDING_CONTROLLER_FINALIZER])
+    );
     assert_eq!(binding["spec"]["replicas"], 2);
     assert_eq!(binding["spec"]["resource"]["resourceVersion"], "100");
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));

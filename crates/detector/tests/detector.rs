@@ -131,13 +131,16 @@ async fn policy_and_deployment_give_claim_and_binding() {
     })
     .await;
 
-    // Deleting the template deletes the binding (garbage collection of the ownerReference).
+    // Deleting the template deletes the binding (garbage collection of the ownerReference);
+    // without execution running, the binding then waits on execution's finalizer.
     Api::<Deployment>::namespaced(client.clone(), "default")
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
     wait_until("the binding to be garbage collected", TIMEOUT, || async {
-        binding(&client, "web-deployment").await.is_none().then_some(())
+        let binding = binding(&client, "web-deployment").await;
+        flotilla_e2e::fixtures::binding_deleted_without_execution(binding.as_ref().map(|b| &b.metadata))
+            .then_some(())
     })
     .await;
 }

@@ -28,8 +28,9 @@ use crate::naming::work_name;
 /// a revision was applied after the member object is gone.
 pub const APPLIED_REVISIONS_ANNOTATION: &str = "flotilla.io/applied-revisions";
 
-/// The finalizer execution puts on bindings: their Works are deleted first.
-pub const BINDING_FINALIZER: &str = "karmada.io/binding-controller";
+/// The finalizer execution keeps on bindings: their Works are deleted first. Bindings are
+/// created with it; execution adds it to one created without.
+pub const BINDING_FINALIZER: &str = flotilla_api::well_known::BINDING_CONTROLLER_FINALIZER;
 /// The finalizer execution puts on Works: their member objects are deleted first (unless
 /// `preserveResourcesOnDeletion`).
 pub const WORK_FINALIZER: &str = "karmada.io/execution-controller";

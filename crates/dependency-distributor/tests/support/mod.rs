@@ -271,10 +271,13 @@ pub async fn wait_required_by(
     }
 }
 
-/// Waits until `namespace/name` no longer exists.
+/// Waits until `namespace/name` is deleted: gone, or left only to execution's finalizer (no
+/// execution runs in these tests).
 pub async fn wait_gone(client: &Client, namespace: &str, name: &str) {
     wait_until(&format!("{namespace}/{name} to be deleted"), CONVERGE, || async {
-        get_binding(client, namespace, name).await.is_none().then_some(())
+        let binding = get_binding(client, namespace, name).await;
+        flotilla_e2e::fixtures::binding_deleted_without_execution(binding.as_ref().map(|b| &b.metadata))
+            .then_some(())
     })
     .await;
 }
