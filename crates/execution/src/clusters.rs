@@ -19,7 +19,7 @@ use flotilla_runtime::queue::WorkQueue;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
@@ -268,14 +268,16 @@ pub fn member_error(cluster: &str, action: impl Into<String>, error: kube::Error
 }
 
 /// Makes sure the member objects of `kind` carrying `karmada.io/managed=true` are watched in
-/// `member`, so a drifted or deleted object re-queues its Work at once.
+/// `member`, so a drifted or deleted object re-queues its Work at once. The watch asks for
+/// metadata only (`PartialObjectMetadata`): the Work's annotations are all it reads, and whole
+/// objects would cost the member API server and this service a serialization each.
 pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberClient, kind: &Kind) {
     let key = (kind.resource.api_version.clone(), kind.resource.kind.clone());
     let mut watches = member.watches();
     if watches.get(&key).is_some_and(|w| !w.is_finished()) {
         return;
     }
-    let api = kind.api_all(&client.watch);
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.watch.clone(), &kind.resource);
     let queue = member.queue.clone();
     let namespace = member.namespace();
     let shutdown = ctx.shutdown.clone();
