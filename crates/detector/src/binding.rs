@@ -133,6 +133,35 @@ impl BindingView {
     }
 }
 
+/// What of a binding the detector's decisions read, hashed: uid, whether it is being deleted,
+/// labels, annotations, owner references, the detector-owned spec fields and the
+/// `PolicyActivated` condition. A binding change that leaves it equal (the scheduler's
+/// `spec.clusters`, the dependency distributor's `spec.requiredBy`, execution's status) cannot
+/// change what the detector would write, so it does not requeue the template; most binding
+/// writes are of that kind.
+pub fn watch_signature(
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: &ResourceBindingSpec,
+    conditions: &[Condition],
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let activated =
+        flotilla_api::conditions::find(conditions, flotilla_api::well_known::conditions::POLICY_ACTIVATED)
+            .map(|c| (&c.status, &c.reason, &c.message, c.observed_generation));
+    let read = json!({
+        "uid": metadata.uid,
+        "deleting": metadata.deletion_timestamp.is_some(),
+        "labels": metadata.labels,
+        "annotations": metadata.annotations,
+        "ownerReferences": metadata.owner_references,
+        "spec": owned_fields(spec),
+        "activated": activated,
+    });
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    read.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
 /// The binding spec the detector wants for `template` under `policy`. `resource_version` is
 /// the template resourceVersion to record (see `docs/architecture.md`: it moves only with the
 /// fingerprint). Fails when the interpreter rejects the template (the error names the field).
@@ -365,6 +394,76 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn watch_signature_moves_only_with_what_the_detector_reads() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        let metadata = ObjectMeta {
+            name: Some("web-deployment".into()),
+            uid: Some("b-uid".into()),
+            resource_version: Some("10".into()),
+            generation: Some(2),
+            annotations: Some([("flotilla.io/policy-generation".to_owned(), "uid/1".to_owned())].into()),
+            ..Default::default()
+        };
+        let spec = desired_spec(&deployment(), &deployment_key(), &policy(), Some("7".into())).unwrap();
+        let activated = Condition {
+            type_: flotilla_api::well_known::conditions::POLICY_ACTIVATED.into(),
+            status: "True".into(),
+            reason: "Activated".into(),
+            message: "m".into(),
+            observed_generation: Some(2),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        };
+        let base = watch_signature(&metadata, &spec, std::slice::from_ref(&activated));
+
+        // Other writers' changes: the same signature.
+        let mut other = metadata.clone();
+        other.resource_version = Some("11".into());
+        other.generation = Some(3);
+        other.finalizers = Some(vec!["karmada.io/binding-controller".into()]);
+        let mut scheduled = spec.clone();
+        scheduled.clusters = vec![TargetCluster {
+            name: "member1".into(),
+            replicas: 3,
+        }];
+        let mut applied = activated.clone();
+        applied.type_ = "FullyApplied".into();
+        assert_eq!(
+            watch_signature(&other, &scheduled, &[activated.clone(), applied]),
+            base
+        );
+
+        // What the detector reads: a different signature each.
+        let mut annotated = metadata.clone();
+        annotated
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("flotilla.io/policy-generation".into(), "uid/2".into());
+        let mut deleting = metadata.clone();
+        deleting.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let mut recreated = metadata.clone();
+        recreated.uid = Some("b-uid-2".into());
+        let mut owned = metadata.clone();
+        owned.owner_references = Some(vec![Default::default()]);
+        for changed in [annotated, deleting, recreated, owned] {
+            assert_ne!(
+                watch_signature(&changed, &spec, std::slice::from_ref(&activated)),
+                base
+            );
+        }
+        let mut replicas = spec.clone();
+        replicas.replicas = 5;
+        assert_ne!(
+            watch_signature(&metadata, &replicas, std::slice::from_ref(&activated)),
+            base
+        );
+        let mut pending = activated.clone();
+        pending.status = "False".into();
+        assert_ne!(watch_signature(&metadata, &spec, &[pending]), base);
+        assert_ne!(watch_signature(&metadata, &spec, &[]), base);
     }
 
     #[test]

@@ -20,12 +20,14 @@ use flotilla_api::well_known::{
     POLICY_GENERATION_ANNOTATION, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL,
     conditions::POLICY_ACTIVATED, reasons,
 };
-use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
+use flotilla_api::work::{
+    ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus,
+};
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::{BindingRef, ScheduleRequest};
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
 use flotilla_runtime::queue::{DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, WorkQueue, backoff};
-use flotilla_runtime::watch::{Change, run as watch};
+use flotilla_runtime::watch::{Change, run as watch, run_trimmed as watch_trimmed};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -42,7 +44,7 @@ use tracing::{Instrument, field};
 use crate::api::{
     ApiError, BindingApi, binding_ref, get_template, patch_params, patch_template, template_json,
 };
-use crate::binding::BindingView;
+use crate::binding::{BindingView, watch_signature};
 use crate::claim::Claim;
 use crate::events::EventRecorder;
 use crate::keys::{Gvk, PolicyKey, PolicyKind, TemplateKey};
@@ -136,6 +138,9 @@ pub struct Detector {
     /// `(generation, valid, deleting)` per policy uid whose templates were last queued: an
     /// optimisation only (a restart queues everything again), never an input of a decision.
     fanned_out: Mutex<HashMap<String, (i64, bool, bool)>>,
+    /// [`watch_signature`] of every cached binding by `(namespace, name)`: a binding event
+    /// requeues its template only when it moved (an optimisation: the cache and the API decide).
+    binding_signatures: Mutex<HashMap<(Option<String>, String), u64>>,
     templates: WorkQueue<TemplateKey>,
     policies: WorkQueue<PolicyKey>,
     status_dirty: Mutex<BTreeSet<PolicyKey>>,
@@ -185,6 +190,7 @@ impl Detector {
             kinds: RwLock::default(),
             views: RwLock::default(),
             fanned_out: Mutex::default(),
+            binding_signatures: Mutex::default(),
             templates: WorkQueue::default(),
             policies: WorkQueue::default(),
             status_dirty: Mutex::default(),
@@ -278,17 +284,25 @@ impl Detector {
         futures::join!(pps, cpps);
     }
 
+    /// Bindings are cached without `status.aggregatedStatus` (execution's, never read here), and
+    /// a binding event requeues its template only when [`watch_signature`] moved.
     async fn watch_bindings(
         self: Arc<Self>,
         rb: reflector::store::Writer<ResourceBinding>,
         crb: reflector::store::Writer<ClusterResourceBinding>,
     ) {
         let this = Arc::clone(&self);
-        let rbs = watch(
+        let rbs = watch_trimmed(
             Api::<ResourceBinding>::all(self.client.clone()),
             rb,
+            |b: &mut ResourceBinding| {
+                if let Some(status) = b.status.as_mut() {
+                    status.aggregated_status = Vec::new();
+                }
+            },
             move |event| match event {
-                Change::Applied(b) | Change::Deleted(b) => this.binding_changed(&b.spec.resource),
+                Change::Applied(b) => this.binding_applied(&b.metadata, &b.spec, b.status.as_ref()),
+                Change::Deleted(b) => this.binding_deleted(&b.metadata, &b.spec.resource),
                 Change::Synced => {
                     this.synced.resource_bindings.store(true, Ordering::Release);
                     this.update_readiness();
@@ -296,11 +310,17 @@ impl Detector {
             },
         );
         let this = Arc::clone(&self);
-        let crbs = watch(
+        let crbs = watch_trimmed(
             Api::<ClusterResourceBinding>::all(self.client.clone()),
             crb,
+            |b: &mut ClusterResourceBinding| {
+                if let Some(status) = b.status.as_mut() {
+                    status.aggregated_status = Vec::new();
+                }
+            },
             move |event| match event {
-                Change::Applied(b) | Change::Deleted(b) => this.binding_changed(&b.spec.resource),
+                Change::Applied(b) => this.binding_applied(&b.metadata, &b.spec, b.status.as_ref()),
+                Change::Deleted(b) => this.binding_deleted(&b.metadata, &b.spec.resource),
                 Change::Synced => {
                     this.synced
                         .cluster_resource_bindings
@@ -310,6 +330,43 @@ impl Detector {
             },
         );
         futures::join!(rbs, crbs);
+    }
+
+    fn binding_applied(
+        &self,
+        metadata: &ObjectMeta,
+        spec: &ResourceBindingSpec,
+        status: Option<&ResourceBindingStatus>,
+    ) {
+        let signature = watch_signature(
+            metadata,
+            spec,
+            status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
+        );
+        let key = (
+            metadata.namespace.clone(),
+            metadata.name.clone().unwrap_or_default(),
+        );
+        let previous = self
+            .binding_signatures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, signature);
+        if previous != Some(signature) {
+            self.binding_changed(&spec.resource);
+        }
+    }
+
+    fn binding_deleted(&self, metadata: &ObjectMeta, resource: &flotilla_api::ObjectReference) {
+        let key = (
+            metadata.namespace.clone(),
+            metadata.name.clone().unwrap_or_default(),
+        );
+        self.binding_signatures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        self.binding_changed(resource);
     }
 
     fn policy_changed(&self, key: PolicyKey) {
