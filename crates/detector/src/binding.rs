@@ -171,8 +171,25 @@ pub fn desired_spec(
     policy: &PropagationSpec,
     resource_version: Option<String>,
 ) -> Result<ResourceBindingSpec, flotilla_interpreter::InterpretError> {
-    let replicas = flotilla_interpreter::replicas(template)?;
-    let (replicas, replica_requirements) = match replicas {
+    desired_spec_with(
+        template,
+        flotilla_interpreter::replicas(template),
+        key,
+        policy,
+        resource_version,
+    )
+}
+
+/// [`desired_spec`] with the template's replicas already read (`template` may then be its
+/// metadata only: the uid is all that is read of it).
+pub fn desired_spec_with(
+    template: &Value,
+    replicas: Result<Option<flotilla_interpreter::ReplicaInfo>, flotilla_interpreter::InterpretError>,
+    key: &TemplateKey,
+    policy: &PropagationSpec,
+    resource_version: Option<String>,
+) -> Result<ResourceBindingSpec, flotilla_interpreter::InterpretError> {
+    let (replicas, replica_requirements) = match replicas? {
         Some(info) => (info.replicas, info.requirements),
         None => (0, None),
     };

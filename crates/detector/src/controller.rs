@@ -46,6 +46,7 @@ use crate::api::{
 };
 use crate::binding::{BindingView, watch_signature};
 use crate::claim::Claim;
+use crate::content::{Contents, TemplateContent};
 use crate::events::EventRecorder;
 use crate::keys::{Gvk, PolicyKey, PolicyKind, TemplateKey};
 use crate::matching::PolicyView;
@@ -124,6 +125,10 @@ impl Synced {
     }
 }
 
+/// kubectl's client-side apply record: as large as the template, never read by the detector
+/// (the content's fingerprint is taken before the cache drops it).
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// State shared by the detector's tasks.
 pub struct Detector {
     client: Client,
@@ -141,6 +146,9 @@ pub struct Detector {
     /// [`watch_signature`] of every cached binding by `(namespace, name)`: a binding event
     /// requeues its template only when it moved (an optimisation: the cache and the API decide).
     binding_signatures: Mutex<HashMap<(Option<String>, String), u64>>,
+    /// The content of every cached template (the caches hold metadata only; see
+    /// [`crate::content`]).
+    contents: Contents,
     templates: WorkQueue<TemplateKey>,
     policies: WorkQueue<PolicyKey>,
     status_dirty: Mutex<BTreeSet<PolicyKey>>,
@@ -191,6 +199,7 @@ impl Detector {
             views: RwLock::default(),
             fanned_out: Mutex::default(),
             binding_signatures: Mutex::default(),
+            contents: Contents::default(),
             templates: WorkQueue::default(),
             policies: WorkQueue::default(),
             status_dirty: Mutex::default(),
@@ -405,12 +414,7 @@ impl Detector {
     }
 
     fn template_changed(&self, gvk: &Gvk, object: &DynamicObject) {
-        let key = TemplateKey {
-            gvk: gvk.clone(),
-            namespace: object.metadata.namespace.clone().filter(|ns| !ns.is_empty()),
-            name: object.metadata.name.clone().unwrap_or_default(),
-        };
-        self.templates.add(key);
+        self.templates.add(TemplateKey::of(gvk, &object.metadata));
     }
 
     // ------------------------------------------------------------------------------------------
@@ -507,6 +511,7 @@ impl Detector {
             for gvk in current.difference(&desired) {
                 tracing::info!(kind = %gvk, "no policy selects the kind any more; stopping its watch");
                 self.kinds.write().unwrap_or_else(|p| p.into_inner()).remove(gvk);
+                self.contents.retain(|key| key.gvk != *gvk);
             }
             retry.retain(|gvk, _| desired.contains(gvk));
             for gvk in desired.difference(&current) {
@@ -552,8 +557,25 @@ impl Detector {
         let this = Arc::clone(self);
         let flag = Arc::clone(&synced);
         let kind = gvk.clone();
-        let task = tokio::spawn(watch(api, writer, move |event| match event {
-            Change::Applied(object) | Change::Deleted(object) => this.template_changed(&kind, object),
+        let trimmer = Arc::clone(self);
+        let trimmed_kind = gvk.clone();
+        // The cache keeps metadata only; the content the detector reads is kept beside it.
+        let trim = move |object: &mut DynamicObject| {
+            let key = TemplateKey::of(&trimmed_kind, &object.metadata);
+            trimmer
+                .contents
+                .insert(key.clone(), TemplateContent::of(&template_json(object, &key)));
+            object.data = Value::Object(Default::default());
+            if let Some(annotations) = object.metadata.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED_ANNOTATION);
+            }
+        };
+        let task = tokio::spawn(watch_trimmed(api, writer, trim, move |event| match event {
+            Change::Applied(object) => this.template_changed(&kind, object),
+            Change::Deleted(object) => {
+                this.contents.remove(&TemplateKey::of(&kind, &object.metadata));
+                this.template_changed(&kind, object);
+            }
             Change::Synced => {
                 flag.store(true, Ordering::Release);
                 this.update_readiness();
@@ -595,7 +617,12 @@ impl Detector {
     }
 
     /// The template from the cache, as JSON, with its kind's API resource.
-    fn cached_template(&self, key: &TemplateKey) -> Option<(Value, ApiResource)> {
+    /// The cached template (metadata only), its kind's API resource, and its content when the
+    /// recorded one is of the cached resourceVersion.
+    fn cached_template(
+        &self,
+        key: &TemplateKey,
+    ) -> Option<(Value, ApiResource, Option<Arc<TemplateContent>>)> {
         let kinds = self.read_kinds();
         let watch = kinds.get(&key.gvk)?;
         let mut reference = ObjectRef::new_with(&key.name, watch.resource.clone());
@@ -603,7 +630,10 @@ impl Detector {
             reference = reference.within(ns);
         }
         let object = watch.store.get(&reference)?;
-        Some((template_json(&object, key), watch.resource.clone()))
+        let content = self
+            .contents
+            .get(key, object.metadata.resource_version.as_deref());
+        Some((template_json(&object, key), watch.resource.clone(), content))
     }
 
     /// One annotation of the template's cached binding, read in place.
@@ -816,19 +846,31 @@ impl Detector {
     // ------------------------------------------------------------------------------------------
 
     async fn reconcile_template(self: &Arc<Self>, key: &TemplateKey) -> Result<Outcome, ReconcileError> {
-        let Some((object, resource)) = self.cached_template(key) else {
+        let Some((cached, resource, content)) = self.cached_template(key) else {
             // Deleted (the binding goes with it through its ownerReference) or no longer
             // watched.
             return Ok(Outcome::Ignored);
+        };
+        // The cache holds metadata and the content beside it; when the two disagree (an event
+        // arrived between the reads) the template is read whole.
+        let (mut object, mut content) = match content {
+            Some(content) => (cached, content),
+            None => match get_template(&self.client, &resource, key).await? {
+                Some(fresh) => {
+                    let content = Arc::new(TemplateContent::of(&fresh));
+                    (fresh, content)
+                }
+                None => return Ok(Outcome::Ignored),
+            },
         };
         let previous = Claim::read_object(&object);
         let policies = self.candidate_policies(&key.gvk, previous.as_ref());
         let traceparent = flotilla_telemetry::propagation::current_traceparent();
         let mut binding = self.cached_binding(key);
-        let mut object = object;
         let mut plan = plan_template(&TemplateInput {
             key,
             object: &object,
+            content: &content,
             policies: &policies,
             binding: binding.as_ref(),
             traceparent: traceparent.as_deref(),
@@ -841,6 +883,7 @@ impl Detector {
             let Some(fresh) = get_template(&self.client, &resource, key).await? else {
                 return Ok(Outcome::Ignored);
             };
+            content = Arc::new(TemplateContent::of(&fresh));
             object = fresh;
             binding = BindingApi::for_template(&self.client, key)
                 .get(&key.binding_name())
@@ -853,6 +896,7 @@ impl Detector {
             plan = plan_template(&TemplateInput {
                 key,
                 object: &object,
+                content: &content,
                 policies: &policies,
                 binding: binding.as_ref(),
                 traceparent: traceparent.as_deref(),
@@ -1177,11 +1221,7 @@ impl Detector {
                     continue;
                 }
                 counts.bound += 1;
-                let key = TemplateKey {
-                    gvk: gvk.clone(),
-                    namespace: object.metadata.namespace.clone().filter(|ns| !ns.is_empty()),
-                    name: object.metadata.name.clone().unwrap_or_default(),
-                };
+                let key = TemplateKey::of(&gvk, &object.metadata);
                 if self
                     .cached_binding_annotation(&key, POLICY_GENERATION_ANNOTATION)
                     .as_deref()

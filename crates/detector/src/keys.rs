@@ -75,6 +75,15 @@ pub struct TemplateKey {
 }
 
 impl TemplateKey {
+    /// The key of the template of kind `gvk` with `metadata` (an empty namespace is none).
+    pub fn of(gvk: &Gvk, metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        Self {
+            gvk: gvk.clone(),
+            namespace: metadata.namespace.clone().filter(|ns| !ns.is_empty()),
+            name: metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
     /// `namespace/name` or `name`.
     pub fn object_key(&self) -> String {
         match &self.namespace {

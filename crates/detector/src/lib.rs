@@ -13,6 +13,7 @@
 //! | [`matching`] | selector matching, priorities, preemption, the claim decision (Karmada semantics, with source locations) |
 //! | [`claim`] | claim labels and annotations |
 //! | [`fingerprint`] | the template fingerprint ("the template changed"), re-exported from `flotilla-api` |
+//! | [`content`] | what the detector reads of a template's content (fingerprint, replicas), kept beside the metadata-only template caches |
 //! | [`binding`] | the binding's desired spec and the merge patches of the detector's own fields |
 //! | [`lazy`] | the lazy activation decision |
 //! | [`revision`] | when templates' content and policies' generations and selectors were written, in the API's order |
@@ -57,6 +58,7 @@ pub mod activate;
 pub mod api;
 pub mod binding;
 pub mod claim;
+pub mod content;
 pub mod controller;
 pub mod events;
 pub use flotilla_api::fingerprint;

@@ -13,16 +13,17 @@ use flotilla_api::well_known::{
     MANAGED_LABEL, POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
     conditions::POLICY_ACTIVATED, is_reserved_namespace, reasons,
 };
+use flotilla_interpreter::{InterpretError, ReplicaInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use crate::binding::{
-    BindingView, desired_spec, new_binding, owner_reference, propagation_equal, spec_patch,
+    BindingView, desired_spec_with, new_binding, owner_reference, propagation_equal, spec_patch,
     with_propagation_of,
 };
 use crate::claim::{Claim, OwnedMetadata};
-use crate::fingerprint::fingerprint;
+use crate::content::TemplateContent;
 use crate::keys::{PolicyKey, TemplateKey};
 use crate::lazy::{BindingFacts, LazyAction, LazyInput, decide};
 use crate::matching::{ClaimChange, ClaimDecision, PolicyView, TemplateMeta, decide_claim};
@@ -201,8 +202,11 @@ impl TemplatePlan {
 pub struct TemplateInput<'a> {
     /// The template's key.
     pub key: &'a TemplateKey,
-    /// The template (with `apiVersion` and `kind` set).
+    /// The template (with `apiVersion` and `kind` set): its metadata is read, not its content
+    /// (the cache holds metadata only).
     pub object: &'a Value,
+    /// What is read of its content (fingerprint, replicas), computed from the whole object.
+    pub content: &'a TemplateContent,
     /// The policies that may match it (both kinds, valid or not).
     pub policies: &'a [PolicyView],
     /// Its binding, if one exists under the binding name.
@@ -287,6 +291,7 @@ pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
     let TemplateInput {
         key,
         object,
+        content,
         policies,
         binding,
         traceparent,
@@ -294,15 +299,16 @@ pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
     if is_ignored(key, object) {
         return TemplatePlan::nothing(Outcome::Ignored, None);
     }
-    let fp = fingerprint(object);
-    let written = content_revision(object, &fp);
+    let fp = content.fingerprint.as_str();
+    let written = content_revision(object, fp);
     let mut meta = TemplateMeta::from_object(object);
     meta.written = written;
     let current = Claim::read_object(object);
     let template = TemplateFacts {
         key,
         object,
-        fingerprint: &fp,
+        fingerprint: fp,
+        replicas: &content.replicas,
         written,
     };
     match decide_claim(&meta, current.as_ref(), policies) {
@@ -321,6 +327,7 @@ struct TemplateFacts<'a> {
     key: &'a TemplateKey,
     object: &'a Value,
     fingerprint: &'a str,
+    replicas: &'a Result<Option<ReplicaInfo>, InterpretError>,
     written: Option<Revision>,
 }
 
@@ -377,6 +384,7 @@ fn plan_claimed(
         key,
         object,
         fingerprint: fp,
+        replicas,
         written,
     } = *template;
     let claim = Claim::of(policy);
@@ -405,7 +413,7 @@ fn plan_claimed(
         _ => template_str(object, "/metadata/resourceVersion").map(str::to_owned),
     };
     let claimed = !matches!(change, ClaimChange::Kept);
-    let desired = match desired_spec(object, key, &policy.spec, resource_version) {
+    let desired = match desired_spec_with(object, replicas.clone(), key, &policy.spec, resource_version) {
         Ok(desired) => desired,
         Err(error) => {
             return TemplatePlan {

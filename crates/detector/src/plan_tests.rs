@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::binding::BindingView;
+use crate::content::TemplateContent;
 use crate::keys::{Gvk, PolicyKey, TemplateKey};
 use crate::lazy::{LazyAction, RefreshReason};
 use crate::matching::{ClaimChange, PolicyView};
@@ -165,9 +166,12 @@ impl World {
 
     fn plan(&self, policies: &[PolicyView]) -> TemplatePlan {
         let view = self.view();
+        // The detector's cache holds metadata only, with the content beside it: plan from
+        // exactly that, so a plan that read the content any other way would fail here.
         plan_template(&TemplateInput {
             key: &key(),
-            object: &self.template,
+            object: &crate::content::metadata_only(&self.template),
+            content: &TemplateContent::of(&self.template),
             policies,
             binding: view.as_ref(),
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
@@ -423,6 +427,7 @@ fn ignored_templates() {
         let plan = plan_template(&TemplateInput {
             key: &k,
             object: &t,
+            content: &TemplateContent::of(&t),
             policies: std::slice::from_ref(&p),
             binding: None,
             traceparent: None,
@@ -435,6 +440,7 @@ fn ignored_templates() {
     let plan = plan_template(&TemplateInput {
         key: &key(),
         object: &deleting,
+        content: &TemplateContent::of(&deleting),
         policies: std::slice::from_ref(&p),
         binding: None,
         traceparent: None,
