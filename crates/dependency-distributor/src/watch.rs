@@ -23,7 +23,7 @@ use flotilla_interpreter::DependencyRef;
 use flotilla_runtime::Shutdown;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::store::Writer;
@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::binding::{BindingKey, BindingView};
-use crate::controller::{Context, dynamic_api};
+use crate::controller::Context;
 use crate::index::Key;
 use crate::metrics::metrics;
 use crate::rules::{CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Source, config_map_text};
@@ -204,7 +204,9 @@ async fn watch_dependency_kind(ctx: Arc<Context>, api_version: String, kind: Str
         }
         delay = (delay * 2).min(Duration::from_secs(60));
     };
-    let api: Api<DynamicObject> = dynamic_api(&ctx.client, &resolved, None);
+    // Metadata only: a change is turned into a queued key, and Secrets' data never enters this
+    // process through the watch.
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(ctx.client.clone(), &resolved.resource);
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
