@@ -349,6 +349,50 @@ pub struct SubDocumentOperation {
     pub value: Option<serde_json::Value>,
 }
 
+/// One override policy generation in effect for a binding: an entry of the binding annotation
+/// `flotilla.io/overrides` the detector writes (the override content execution renders the
+/// binding's Works with; see `docs/overrides.md`, "What is in effect").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideSnapshot {
+    /// ClusterOverridePolicy or OverridePolicy.
+    pub kind: OverridePolicyKind,
+    /// The OverridePolicy's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The policy's name.
+    pub name: String,
+    /// The policy's uid (a policy deleted and created again is another policy).
+    pub uid: String,
+    /// The policy generation this is.
+    pub generation: i64,
+    /// That generation's spec.
+    pub spec: OverrideSpec,
+}
+
+impl OverrideSnapshot {
+    /// `<uid>/<generation>`.
+    pub fn generation_ref(&self) -> String {
+        format!("{}/{}", self.uid, self.generation)
+    }
+
+    /// Reads the `flotilla.io/overrides` annotation; a value that does not parse reads as no
+    /// entries (the detector writes it again).
+    pub fn parse_annotation(value: Option<&str>) -> Vec<OverrideSnapshot> {
+        value
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default()
+    }
+
+    /// The `flotilla.io/overrides` annotation value for `entries` (`None` when empty).
+    pub fn annotation_value(entries: &[OverrideSnapshot]) -> Option<String> {
+        if entries.is_empty() {
+            return None;
+        }
+        serde_json::to_string(entries).ok()
+    }
+}
+
 /// Which kind of override policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum OverridePolicyKind {
