@@ -403,14 +403,16 @@ mod tests {
         let web = template(json!({"app": "web"}));
         let g1 = op("p", 1, 100, true);
         let g2 = op("p", 2, 200, true);
-        let cases: Vec<(
-            &str,
+        /// `(case, content revision, activation, recorded, in effect after, pending)`.
+        type Case<'a> = (
+            &'a str,
             u64,
-            Option<&str>,
+            Option<&'a str>,
             Vec<OverrideSnapshot>,
             Vec<(String, i64)>,
             bool,
-        )> = vec![
+        );
+        let cases: Vec<Case<'_>> = vec![
             // Template created after the policy: in effect at once (Simple Case 1).
             ("created after", 150, None, vec![], vec![("p".into(), 1)], false),
             // Template older than the policy: waits (Simple Case 2).
