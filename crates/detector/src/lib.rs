@@ -75,7 +75,9 @@ pub mod revision;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use activate::{ActivateError, Activation, ActivationState, TemplateRef, activate, activation_state};
+pub use activate::{
+    ActivateError, Activation, ActivationState, TemplateRef, activate, activate_overrides, activation_state,
+};
 pub use controller::{ControllerOptions, Detector};
 
 /// Everything the detector process needs.
