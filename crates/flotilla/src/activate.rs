@@ -740,8 +740,8 @@ async fn wait_refreshed(
                     .is_some_and(|g| g == generation);
             let overrides_current = candidate.overrides_state().is_none()
                 || view.as_ref().is_some_and(|b| {
-                    !flotilla_api::conditions::find(&b.conditions, OVERRIDES_ACTIVATED)
-                        .is_some_and(|c| c.status == "False")
+                    flotilla_api::conditions::find(&b.conditions, OVERRIDES_ACTIVATED)
+                        .is_none_or(|c| c.status != "False")
                 });
             if !policy_current || !overrides_current {
                 waiting.push(candidate.display.clone());
