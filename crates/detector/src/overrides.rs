@@ -250,14 +250,60 @@ pub fn is_activated(activation: Option<&str>, generation_ref: &str) -> bool {
     activation.is_some_and(|list| list.split(',').any(|entry| entry.trim() == generation_ref))
 }
 
+/// The template's labels together with every label a ClusterOverridePolicy that selects it may
+/// add (`labelsOverrider` `add` and `replace`, in any rule, current or recorded generation).
+///
+/// Execution selects OverridePolicies against the object as the ClusterOverridePolicies left it
+/// in each cluster (Karmada's order), so an OverridePolicy selecting by a label a
+/// ClusterOverridePolicy adds must be in effect for the binding; execution then checks the
+/// selector exactly, per cluster. (A label a ClusterOverridePolicy removes, or writes with a
+/// plaintext operation, is not foreseen here.)
+fn labels_after_cluster_overrides(input: &OverridesInput<'_>) -> ObjectFacts {
+    let mut facts = input.template.clone();
+    let cluster_specs = input
+        .policies
+        .iter()
+        .filter(|p| {
+            p.key.kind == OverridePolicyKind::ClusterOverridePolicy && p.valid && p.selects(input.template)
+        })
+        .map(|p| &p.spec)
+        .chain(
+            input
+                .recorded
+                .iter()
+                .filter(|r| r.kind == OverridePolicyKind::ClusterOverridePolicy)
+                .map(|r| &r.spec),
+        );
+    for spec in cluster_specs {
+        for rule in spec.rules().iter() {
+            for overrider in &rule.overriders.labels_overrider {
+                if matches!(
+                    overrider.operator,
+                    flotilla_api::overrides::OverriderOperator::Add
+                        | flotilla_api::overrides::OverriderOperator::Replace
+                ) {
+                    facts
+                        .labels
+                        .extend(overrider.value.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+            }
+        }
+    }
+    facts
+}
+
 /// Decides what is in effect (see the module docs).
 pub fn decide(input: &OverridesInput<'_>) -> OverridesDecision {
+    let after_cluster_overrides = labels_after_cluster_overrides(input);
     // Only policies that exist are looked at: the entries of deleted ones are dropped (a
     // deletion applies at once).
     let mut decision = OverridesDecision::default();
     for policy in input.policies {
         let recorded = input.recorded.iter().find(|r| r.uid == policy.uid);
-        let now = policy.selects(input.template).then(|| policy.snapshot());
+        let selects = policy.selects(input.template)
+            || (policy.key.kind == OverridePolicyKind::OverridePolicy
+                && policy.selects(&after_cluster_overrides));
+        let now = selects.then(|| policy.snapshot());
         let effect = if !policy.valid {
             recorded.cloned()
         } else if !policy.spec.is_lazy()
@@ -568,6 +614,28 @@ mod tests {
         assert_eq!(OverrideSnapshot::parse_annotation(Some(&text)), d.in_effect);
         assert!(OverrideSnapshot::parse_annotation(Some("garbage")).is_empty());
         assert_eq!(OverrideSnapshot::annotation_value(&[]), None);
+    }
+
+    #[test]
+    fn override_policies_selecting_labels_a_cluster_override_policy_adds_are_in_effect() {
+        let plain = template(json!({"app": "other"}));
+        let mut cop = view(OverridePolicyKind::ClusterOverridePolicy, "cop", 1, 1, false);
+        cop.spec = serde_json::from_value(json!({
+            "overrideRules": [{"overriders": {"labelsOverrider": [{"operator": "add", "value": {"app": "web"}}]}}],
+        }))
+        .unwrap();
+        let by_label = op("by-label", 1, 1, false);
+        let d = decide_with(&plain, 10, None, &[], &[cop.clone(), by_label.clone()]);
+        assert_eq!(
+            generations(&d),
+            vec![("cop".to_owned(), 1), ("by-label".to_owned(), 1)]
+        );
+        // Without the ClusterOverridePolicy the OverridePolicy does not select the template.
+        assert!(
+            decide_with(&plain, 10, None, &[], &[by_label])
+                .in_effect
+                .is_empty()
+        );
     }
 
     #[test]
