@@ -52,13 +52,16 @@ async fn start() -> (Env, Client) {
     (env, cp)
 }
 
+/// A named check of a member object.
+type Check<'a> = (&'a str, &'a dyn Fn(&Value) -> bool);
+
 /// Waits until member `i`'s object passes every named check; on timeout, names the checks that
 /// fail and shows the object.
 async fn settled(
     env: &Env,
     i: usize,
     (api_version, kind, namespace, name): (&str, &str, &str, &str),
-    checks: &[(&str, &dyn Fn(&Value) -> bool)],
+    checks: &[Check<'_>],
 ) -> Value {
     let read = || member_object(env, i, api_version, kind, namespace, name);
     flotilla_e2e::wait::wait_until_explained(
@@ -305,7 +308,6 @@ async fn karmada_documented_overriders_in_the_user_guide() {
     }
     let myapp = deployment("shop", "myapp");
     let config = configmap("shop", "myconfigmap");
-    type Check<'a> = (&'a str, &'a dyn Fn(&Value) -> bool);
 
     // In both members: commandOverrider (Karmada's examples 1 and 2, member1 adds a flag),
     // argsOverrider, labelsOverrider (Karmada's add/replace/remove example),
