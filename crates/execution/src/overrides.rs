@@ -1,7 +1,8 @@
 //! Override policies in execution: which ones render a binding's Works, and what the binding's
 //! `OverridesApplied` condition says about them (pure; the engine is `flotilla-overrides`).
 //!
-//! A binding the detector manages (it carries `flotilla.io/template-fingerprint`) is rendered
+//! A binding the detector manages (a policy claims it, or the detector refreshed it from one:
+//! it carries claim annotations or `flotilla.io/policy-generation`) is rendered
 //! with exactly the override policy generations its `flotilla.io/overrides` annotation records:
 //! the detector decides what is in effect (eager policies at once, Lazy ones per lazy
 //! activation), so a restart of any service changes nothing. A binding the detector does not
@@ -12,7 +13,10 @@
 use std::collections::BTreeMap;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy, OverridePolicyKind, OverrideSnapshot};
-use flotilla_api::well_known::{OVERRIDES_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, reasons};
+use flotilla_api::well_known::{
+    CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, OVERRIDES_ANNOTATION, POLICY_GENERATION_ANNOTATION,
+    PROPAGATION_POLICY_NAME_ANNOTATION, reasons,
+};
 use flotilla_overrides::{ClusterFacts, PolicySource, RuleFailure};
 
 /// What rendering a binding's Works with overrides needs.
@@ -38,9 +42,17 @@ impl OverrideInputs {
 pub type ClusterFailures = Vec<(String, RuleFailure)>;
 
 /// Whether the detector manages the binding with these annotations (then its
-/// `flotilla.io/overrides` is what is in effect).
+/// `flotilla.io/overrides` is what is in effect): a policy claims it, or the detector refreshed
+/// it from one (a binding whose policy went keeps `flotilla.io/policy-generation`). Bindings the
+/// dependency distributor made for a dependency alone have neither.
 pub fn detector_managed(annotations: &BTreeMap<String, String>) -> bool {
-    annotations.contains_key(TEMPLATE_FINGERPRINT_ANNOTATION)
+    [
+        POLICY_GENERATION_ANNOTATION,
+        PROPAGATION_POLICY_NAME_ANNOTATION,
+        CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION,
+    ]
+    .iter()
+    .any(|key| annotations.contains_key(*key))
 }
 
 /// The policies recorded in a binding's `flotilla.io/overrides`.
@@ -183,7 +195,7 @@ mod tests {
     #[test]
     fn where_the_policies_come_from() {
         let managed = BTreeMap::from([
-            (TEMPLATE_FINGERPRINT_ANNOTATION.to_owned(), "fp".to_owned()),
+            (POLICY_GENERATION_ANNOTATION.to_owned(), "uid/1".to_owned()),
             (
                 OVERRIDES_ANNOTATION.to_owned(),
                 json!([{"kind": "OverridePolicy", "namespace": "default", "name": "op", "uid": "u", "generation": 2,
@@ -192,6 +204,15 @@ mod tests {
             ),
         ]);
         assert!(detector_managed(&managed));
+        assert!(detector_managed(&BTreeMap::from([(
+            PROPAGATION_POLICY_NAME_ANNOTATION.to_owned(),
+            "pp".to_owned()
+        )])));
+        // The dependency distributor's bindings carry a fingerprint, not a claim.
+        assert!(!detector_managed(&BTreeMap::from([(
+            flotilla_api::well_known::TEMPLATE_FINGERPRINT_ANNOTATION.to_owned(),
+            "fp".to_owned()
+        )])));
         let recorded = recorded_policies(&managed);
         assert_eq!(recorded.len(), 1);
         assert_eq!(recorded[0].name, "op");
