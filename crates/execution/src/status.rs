@@ -81,6 +81,7 @@ pub fn aggregated_items(targets: &[String], works: &BTreeMap<String, &Work>) -> 
                     applied,
                     applied_message: if applied { None } else { message },
                     health: manifest.and_then(|m| m.health.clone()),
+                    last_health_transition_time: None,
                 }
             }
             None => AggregatedStatusItem {
@@ -89,6 +90,7 @@ pub fn aggregated_items(targets: &[String], works: &BTreeMap<String, &Work>) -> 
                 applied: false,
                 applied_message: Some("the Work does not exist yet".to_owned()),
                 health: None,
+                last_health_transition_time: None,
             },
         })
         .collect()
