@@ -97,7 +97,12 @@ async fn targets(cp: &Client, name: &str) -> Vec<String> {
 async fn wait_targets(cp: &Client, name: &str, clusters: &[&str]) -> ResourceBinding {
     wait_until(&format!("{name} to target {clusters:?}"), TIMEOUT, || async {
         binding(cp, name).await.filter(|b| {
-            b.spec.clusters.iter().map(|t| t.name.as_str()).collect::<Vec<_>>() == clusters
+            b.spec
+                .clusters
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                == clusters
                 && b.status.as_ref().and_then(|s| s.scheduler_observed_generation) == b.metadata.generation
         })
     })
@@ -124,7 +129,9 @@ async fn work(cp: &Client, cluster: &str, name: &str) -> Option<Work> {
 
 /// Whether member `i` has Deployment `default/name`.
 async fn on_member(env: &Env, i: usize, name: &str) -> bool {
-    member_deployment(&env.member_client(i).await, NS, name).await.is_some()
+    member_deployment(&env.member_client(i).await, NS, name)
+        .await
+        .is_some()
 }
 
 async fn wait_on_member(env: &Env, i: usize, name: &str) {
@@ -153,14 +160,18 @@ async fn failover_taints(cp: &Client, name: &str) -> Vec<Taint> {
 /// Waits until Cluster `name` carries `cluster.karmada.io/not-ready:NoExecute`; returns its
 /// `timeAdded`.
 async fn wait_no_execute_taint(cp: &Client, name: &str) -> Timestamp {
-    wait_until(&format!("{name} to be tainted not-ready:NoExecute"), TIMEOUT, || async {
-        failover_taints(cp, name)
-            .await
-            .into_iter()
-            .find(|t| t.key == NOT_READY_TAINT_KEY && t.effect == "NoExecute")
-            .and_then(|t| t.time_added)
-            .map(|t| t.0)
-    })
+    wait_until(
+        &format!("{name} to be tainted not-ready:NoExecute"),
+        TIMEOUT,
+        || async {
+            failover_taints(cp, name)
+                .await
+                .into_iter()
+                .find(|t| t.key == NOT_READY_TAINT_KEY && t.effect == "NoExecute")
+                .and_then(|t| t.time_added)
+                .map(|t| t.0)
+        },
+    )
     .await
 }
 
@@ -180,6 +191,37 @@ async fn event_reasons(cp: &Client, namespace: Option<&str>, name: &str) -> Vec<
         .collect()
 }
 
+/// When `binding` was evicted from `cluster`: its task's `creationTimestamp`, or, once the
+/// task has finished, the time of the eviction event.
+async fn eviction_time(cp: &Client, binding: &ResourceBinding, cluster: &str) -> Timestamp {
+    if let Some(created) = binding
+        .spec
+        .eviction_task(cluster)
+        .and_then(|t| t.creation_timestamp.clone())
+    {
+        return created.0;
+    }
+    let name = binding.metadata.name.clone().unwrap();
+    let events: Api<Event> = Api::namespaced(cp.clone(), NS);
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some(name.as_str())
+                && e.reason.as_deref() == Some("EvictWorkloadFromClusterSucceed")
+                && e.message.as_deref().is_some_and(|m| m.contains(cluster))
+        })
+        .find_map(|e| {
+            e.event_time
+                .map(|t| t.0)
+                .or_else(|| e.first_timestamp.map(|t| t.0))
+        })
+        .unwrap_or_else(|| panic!("no eviction of {name} from {cluster} recorded"))
+}
+
 /// Sets `suppressDeletion` of the binding's eviction task for `cluster` (what a person does to
 /// confirm a `Never` purge), with the read resourceVersion as precondition.
 async fn confirm_deletion(cp: &Client, name: &str, cluster: &str) {
@@ -194,7 +236,11 @@ async fn confirm_deletion(cp: &Client, name: &str, cluster: &str) {
             "spec": {"gracefulEvictionTasks": tasks},
         });
         match api
-            .patch(&binding.metadata.name.clone().unwrap(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &binding.metadata.name.clone().unwrap(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => return,
@@ -236,8 +282,14 @@ async fn cluster_failover_with_purge_modes_stop_a_member_and_start_it_again() {
     let suspend_member1 = "  suspension:\n    dispatchingOnClusters:\n      clusterNames: [member1]\n";
     let policies = [
         ("graceful", String::new()),
-        ("directly", "  failover:\n    cluster:\n      purgeMode: Directly\n".to_owned()),
-        ("never", "  failover:\n    cluster:\n      purgeMode: Never\n".to_owned()),
+        (
+            "directly",
+            "  failover:\n    cluster:\n      purgeMode: Directly\n".to_owned(),
+        ),
+        (
+            "never",
+            "  failover:\n    cluster:\n      purgeMode: Never\n".to_owned(),
+        ),
         ("suspended", suspend_member1.to_owned()),
     ];
     for (name, extra) in &policies {
@@ -287,18 +339,28 @@ async fn cluster_failover_with_purge_modes_stop_a_member_and_start_it_again() {
         reasons.iter().any(|r| r == "EvictWorkloadFromClusterSucceed"),
         "{reasons:?}"
     );
-    assert!(reasons.iter().any(|r| r == "GracefulEvictionCompleted"), "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r == "GracefulEvictionCompleted"),
+        "{reasons:?}"
+    );
 
     // Never: moved; the task waits for a person; member1's Work is kept as it is.
     let never = wait_targets(&cp, "never", &["member2"]).await;
     let task = &never.spec.graceful_eviction_tasks[0];
     assert_eq!(
-        (task.from_cluster.as_str(), task.reason.as_str(), task.producer.as_str()),
+        (
+            task.from_cluster.as_str(),
+            task.reason.as_str(),
+            task.producer.as_str()
+        ),
         ("member1", "TaintUntolerated", "TaintManager")
     );
     assert_eq!(task.suppress_deletion, Some(true));
     let created = task.creation_timestamp.clone().unwrap().0;
-    assert!(created >= tainted_at, "evicted after the taint: {created} < {tainted_at}");
+    assert!(
+        created >= tainted_at,
+        "evicted after the taint: {created} < {tainted_at}"
+    );
     wait_on_member(&env, 2, "never").await;
 
     // Suspended on member1: moved too (suspension does not affect scheduling), and its Work in
@@ -332,20 +394,28 @@ async fn cluster_failover_with_purge_modes_stop_a_member_and_start_it_again() {
     env.kill(Service::Execution);
     env.start_again(Service::Scheduler).await;
     env.start_again(Service::Execution).await;
-    stays("member1's kept copies to stay and member2 to get no directly", QUIET, || async {
-        work(&cp, "member2", "directly").await.is_none()
-            && !on_member(&env, 2, "directly").await
-            && work(&cp, "member1", "never")
-                .await
-                .is_some_and(|w| w.metadata.deletion_timestamp.is_none())
-            && work(&cp, "member1", "suspended")
-                .await
-                .is_some_and(|w| w.metadata.deletion_timestamp.is_none() && w.spec.suspend_dispatching == Some(true))
-    })
+    stays(
+        "member1's kept copies to stay and member2 to get no directly",
+        QUIET,
+        || async {
+            work(&cp, "member2", "directly").await.is_none()
+                && !on_member(&env, 2, "directly").await
+                && work(&cp, "member1", "never")
+                    .await
+                    .is_some_and(|w| w.metadata.deletion_timestamp.is_none())
+                && work(&cp, "member1", "suspended").await.is_some_and(|w| {
+                    w.metadata.deletion_timestamp.is_none() && w.spec.suspend_dispatching == Some(true)
+                })
+        },
+    )
     .await;
     let never_again = binding(&cp, "never").await.unwrap();
     assert_eq!(
-        never_again.spec.graceful_eviction_tasks[0].creation_timestamp.clone().unwrap().0,
+        never_again.spec.graceful_eviction_tasks[0]
+            .creation_timestamp
+            .clone()
+            .unwrap()
+            .0,
         created,
         "the task is the one written before the restart"
     );
@@ -388,4 +458,333 @@ async fn cluster_failover_with_purge_modes_stop_a_member_and_start_it_again() {
     .await;
     let reasons = event_reasons(&cp, None, "member1").await;
     assert!(reasons.iter().any(|r| r == "TaintClusterSucceed"), "{reasons:?}");
+}
+
+/// Karmada's `clusterTolerations` with `tolerationSeconds` (its taint manager's "evict after
+/// the toleration time"), a toleration without a limit, and Lazy activation, around an outage
+/// of member1 that never ends:
+///
+/// - `default` (no toleration) moves at once;
+/// - `tolerant` tolerates `not-ready:NoExecute` for 12 s: it stays, the scheduler is killed
+///   with SIGKILL in the middle of the toleration, and it moves at `timeAdded` + 12 s all the
+///   same (the count is in the API, not in a timer);
+/// - `forever` tolerates it without `tolerationSeconds` and `lazy` belongs to a Lazy policy:
+///   both stay on member1 ...
+/// - ... until member1 is gone (its Cluster deleted): then they go where their placement says,
+///   without an eviction task.
+#[tokio::test]
+async fn cluster_failover_with_toleration_seconds_lazy_bindings_and_a_cluster_gone() {
+    let mut env = Env::start(EnvOptions {
+        members: 2,
+        service_args: fast_failover("300s"),
+        ..Default::default()
+    })
+    .await;
+    let cp = env.control_plane_client().await;
+    let toleration = |seconds: &str| {
+        format!(
+            "    clusterTolerations:\n    - key: cluster.karmada.io/not-ready\n      operator: Exists\n      effect: NoExecute\n{seconds}"
+        )
+    };
+    let policies = [
+        ("default", String::new(), String::new()),
+        (
+            "tolerant",
+            toleration("      tolerationSeconds: 12\n"),
+            String::new(),
+        ),
+        ("forever", toleration(""), String::new()),
+        ("lazy", String::new(), "  activationPreference: Lazy\n".to_owned()),
+    ];
+    for (name, placement, spec) in &policies {
+        // The toleration belongs under `placement:`, which `policy` ends with.
+        fixtures::apply(&cp, &policy(name, &format!("{placement}{spec}"))).await;
+        fixtures::apply(&cp, &deployment_yaml(NS, name, 1, "nginx:1.25")).await;
+    }
+    for (name, _, _) in &policies {
+        wait_targets(&cp, name, &["member1"]).await;
+        wait_on_member(&env, 1, name).await;
+    }
+    let lazy = binding(&cp, "lazy").await.unwrap();
+    assert_eq!(
+        lazy.metadata.annotations.as_ref().unwrap()["flotilla.io/activation-preference"],
+        "Lazy"
+    );
+
+    env.members[0].stop();
+    let tainted_at = wait_no_execute_taint(&cp, "member1").await;
+    wait_targets(&cp, "default", &["member2"]).await;
+    wait_on_member(&env, 2, "default").await;
+    let evictions = env
+        .metric_sample(
+            Service::Scheduler,
+            "flotilla_scheduler_evictions_total{reason=\"TaintUntolerated\",purge_mode=\"Gracefully\"}",
+        )
+        .await;
+    assert!(evictions >= Some(1.0), "{evictions:?}");
+
+    // Tolerated for 12 s: still on member1 a few seconds after the taint, and the scheduler
+    // dies meanwhile.
+    assert_eq!(targets(&cp, "tolerant").await, ["member1"]);
+    env.kill(Service::Scheduler);
+    env.start_again(Service::Scheduler).await;
+    let tolerant = wait_targets(&cp, "tolerant", &["member2"]).await;
+    let evicted_at = eviction_time(&cp, &tolerant, "member1").await;
+    let after = evicted_at.duration_since(tainted_at);
+    assert!(
+        after >= SignedDuration::from_secs(12) && after < SignedDuration::from_secs(40),
+        "evicted {after:?} after the taint; the toleration is 12 s"
+    );
+    wait_on_member(&env, 2, "tolerant").await;
+
+    // Tolerated forever, and Lazy: still on member1, no eviction.
+    for name in ["forever", "lazy"] {
+        let b = binding(&cp, name).await.unwrap();
+        assert_eq!(targets(&cp, name).await, ["member1"], "{name}");
+        assert!(b.spec.graceful_eviction_tasks.is_empty(), "{name}");
+    }
+    stays("forever and lazy to stay on member1", QUIET, || async {
+        targets(&cp, "forever").await == ["member1"]
+            && targets(&cp, "lazy").await == ["member1"]
+            && !on_member(&env, 2, "forever").await
+            && !on_member(&env, 2, "lazy").await
+    })
+    .await;
+
+    // member1 is gone for good: its Cluster is deleted. Lazy or tolerated, nothing stays on a
+    // cluster that no longer exists.
+    let clusters: Api<Cluster> = Api::all(cp.clone());
+    clusters
+        .delete("member1", &DeleteParams::default())
+        .await
+        .unwrap();
+    for name in ["forever", "lazy"] {
+        let b = wait_targets(&cp, name, &["member2"]).await;
+        assert!(
+            b.spec.graceful_eviction_tasks.is_empty(),
+            "{name}: leaving a deleted cluster is no eviction"
+        );
+        wait_on_member(&env, 2, name).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Application failover
+// ---------------------------------------------------------------------------------------------
+
+/// `failover.application` with `extra` lines under it (6-space indented), plus
+/// `propagateDeps: true` (Karmada requires it).
+fn application_failover(extra: &str) -> String {
+    format!(
+        "  propagateDeps: true\n  failover:\n    application:\n      decisionConditions:\n        tolerationSeconds: 2\n{extra}"
+    )
+}
+
+/// Whether the binding of `name` reports its copy in `cluster` with `health`.
+async fn reports_health(cp: &Client, name: &str, cluster: &str, health: &str) -> bool {
+    binding(cp, name).await.is_some_and(|b| {
+        b.status.is_some_and(|s| {
+            s.aggregated_status
+                .iter()
+                .any(|i| i.cluster_name == cluster && i.health.as_ref().is_some_and(|h| h.as_str() == health))
+        })
+    })
+}
+
+/// Karmada's application failover cases ("application failover with purgeMode never", "with
+/// purgeMode gracefully when the application come back to healthy on the new cluster", "when
+/// the GracePeriodSeconds is reach out", "Delete the old ones first, then create the new
+/// ones"), with the user guide's shape of policy: each Deployment runs in member1, is made
+/// unhealthy there (the simulated member reports no available replica, as a cordoned node with
+/// its pods deleted would), and after `tolerationSeconds` moves to member2. The scheduler is
+/// killed with SIGKILL while the toleration runs. Karmada's older purge mode spellings
+/// (`Immediately`, `Graciously`) are used for two of them. Policies Karmada rejects are rejected
+/// with a message naming the field.
+#[tokio::test]
+async fn application_failover_with_purge_modes_never_gracefully_and_directly() {
+    let mut env = Env::start(EnvOptions {
+        members: 2,
+        ..Default::default()
+    })
+    .await;
+    let cp = env.control_plane_client().await;
+
+    // Bad input: refused at the API with the field and the fix; nothing is created.
+    let without_deps = policy(
+        "bad",
+        "  failover:\n    application:\n      decisionConditions:\n        tolerationSeconds: 2\n",
+    );
+    let error = fixtures::try_apply(&cp, &without_deps)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("spec.propagateDeps")
+            && error.contains("must be true when spec.failover.application is set"),
+        "{error}"
+    );
+    let never_with_grace = policy(
+        "bad",
+        &application_failover("      purgeMode: Never\n      gracePeriodSeconds: 30\n"),
+    );
+    let error = fixtures::try_apply(&cp, &never_with_grace)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("spec.failover.application.gracePeriodSeconds")
+            && error.contains("only takes effect when purgeMode is Gracefully"),
+        "{error}"
+    );
+    assert!(
+        fixtures::get(
+            &cp,
+            "policy.karmada.io/v1alpha1",
+            "PropagationPolicy",
+            Some(NS),
+            "bad"
+        )
+        .await
+        .is_none()
+    );
+
+    // member2 already runs a Deployment of the same name that flotilla did not create: the
+    // copy of `app-grace-period` cannot be applied there (conflictResolution Abort), so its new
+    // placement never becomes healthy.
+    let member2 = env.member_client(2).await;
+    fixtures::apply(&member2, &deployment_yaml(NS, "app-grace-period", 1, "busybox:1")).await;
+
+    let policies = [
+        ("app-never", application_failover("      purgeMode: Never\n")),
+        (
+            "app-graceful",
+            application_failover("      purgeMode: Gracefully\n      gracePeriodSeconds: 600\n"),
+        ),
+        (
+            "app-grace-period",
+            application_failover("      purgeMode: Graciously\n      gracePeriodSeconds: 8\n"),
+        ),
+        (
+            "app-directly",
+            application_failover("      purgeMode: Immediately\n"),
+        ),
+    ];
+    for (name, extra) in &policies {
+        fixtures::apply(&cp, &policy(name, extra)).await;
+        fixtures::apply(&cp, &deployment_yaml(NS, name, 2, "nginx:1.25")).await;
+    }
+    for (name, _) in &policies {
+        wait_targets(&cp, name, &["member1"]).await;
+        eventually(&format!("{name} to be healthy in member1"), TIMEOUT, || async {
+            reports_health(&cp, name, "member1", "Healthy").await
+        })
+        .await;
+    }
+
+    // The application fails in member1.
+    let member1 = env.member_client(1).await;
+    let deployments: Api<Deployment> = Api::namespaced(member1.clone(), NS);
+    let failed_at = Timestamp::now();
+    for (name, _) in &policies {
+        let mark = json!({"metadata": {"annotations": {"simulate.flotilla.io/unavailable": "true"}}});
+        deployments
+            .patch(name, &PatchParams::default(), &Patch::Merge(&mark))
+            .await
+            .unwrap();
+    }
+    eventually("app-graceful to be unhealthy in member1", TIMEOUT, || async {
+        reports_health(&cp, "app-graceful", "member1", "Unhealthy").await
+    })
+    .await;
+    env.kill(Service::Scheduler);
+    env.start_again(Service::Scheduler).await;
+
+    // Directly: never two copies at once; the new one only once the old one is gone.
+    wait_until("app-directly to run in member2", TIMEOUT, || async {
+        let (old, new) = (
+            on_member(&env, 1, "app-directly").await,
+            on_member(&env, 2, "app-directly").await,
+        );
+        assert!(!(old && new), "app-directly runs in member1 and member2 at once");
+        new.then_some(())
+    })
+    .await;
+    assert!(!on_member(&env, 1, "app-directly").await);
+
+    // Gracefully: moved after the toleration; the old copy goes once the new one is healthy.
+    let graceful = wait_targets(&cp, "app-graceful", &["member2"]).await;
+    let evicted_at = eviction_time(&cp, &graceful, "member1").await;
+    let after = evicted_at.duration_since(failed_at);
+    assert!(
+        after >= SignedDuration::from_secs(1) && after < SignedDuration::from_secs(40),
+        "evicted {after:?} after the failure; the toleration is 2 s"
+    );
+    wait_on_member(&env, 2, "app-graceful").await;
+    wait_gone_from_member(&env, 1, "app-graceful").await;
+    let reasons = event_reasons(&cp, Some(NS), "app-graceful-deployment").await;
+    assert!(
+        reasons.iter().any(|r| r == "EvictWorkloadFromClusterSucceed"),
+        "{reasons:?}"
+    );
+
+    // Never: moved; the task carries Karmada's producer and waits for a person.
+    let never = wait_targets(&cp, "app-never", &["member2"]).await;
+    let task = never.spec.eviction_task("member1").unwrap();
+    assert_eq!(task.reason, "ApplicationFailure");
+    assert_eq!(task.producer, "resource-binding-application-failover-controller");
+    assert_eq!(task.suppress_deletion, Some(true));
+    wait_on_member(&env, 2, "app-never").await;
+    eventually("app-never to be healthy in member2", TIMEOUT, || async {
+        reports_health(&cp, "app-never", "member2", "Healthy").await
+    })
+    .await;
+    stays("app-never's old copy to stay in member1", QUIET, || async {
+        on_member(&env, 1, "app-never").await
+    })
+    .await;
+    confirm_deletion(&cp, "app-never", "member1").await;
+    wait_gone_from_member(&env, 1, "app-never").await;
+
+    // Gracefully, but member2's copy cannot be applied: the old copy stays for the task's
+    // gracePeriodSeconds (8 s), then goes.
+    let grace = wait_targets(&cp, "app-grace-period", &["member2"]).await;
+    let task = grace.spec.eviction_task("member1").unwrap().clone();
+    assert_eq!(task.purge_mode, Some(flotilla_api::policy::PurgeMode::Gracefully));
+    assert_eq!(task.grace_period_seconds, Some(8));
+    let created = task.creation_timestamp.unwrap().0;
+    eventually(
+        "app-grace-period's Work in member2 to report the conflict",
+        TIMEOUT,
+        || async {
+            work(&cp, "member2", "app-grace-period").await.is_some_and(|w| {
+                w.status.is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Applied" && c.status == "False" && c.reason == "Conflict")
+                })
+            })
+        },
+    )
+    .await;
+    let kept_until = created.checked_add(SignedDuration::from_secs(6)).unwrap();
+    let remaining = kept_until.duration_since(Timestamp::now());
+    if remaining > SignedDuration::ZERO {
+        stays(
+            "app-grace-period's old copy to stay during the grace period",
+            remaining.unsigned_abs(),
+            || async { on_member(&env, 1, "app-grace-period").await },
+        )
+        .await;
+    }
+    wait_gone_from_member(&env, 1, "app-grace-period").await;
+    assert!(
+        Timestamp::now() >= created.checked_add(SignedDuration::from_secs(7)).unwrap(),
+        "removed before the grace period ran out"
+    );
+    eventually("app-grace-period's eviction task to finish", TIMEOUT, || async {
+        binding(&cp, "app-grace-period")
+            .await
+            .is_some_and(|b| b.spec.graceful_eviction_tasks.is_empty())
+    })
+    .await;
 }
