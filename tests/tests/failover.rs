@@ -788,3 +788,70 @@ async fn application_failover_with_purge_modes_never_gracefully_and_directly() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The user guide
+// ---------------------------------------------------------------------------------------------
+
+/// Every YAML example of `docs/failover.md` (Karmada's user guide example among them) applies
+/// unchanged and propagates as the guide says, carrying its failover settings into the binding.
+#[tokio::test]
+async fn failover_guide_examples_apply_unchanged() {
+    let env = Env::start(EnvOptions::default()).await;
+    let cp = env.control_plane_client().await;
+    let blocks = fixtures::doc_yaml_blocks("failover.md");
+    assert_eq!(blocks.len(), 3, "the guide's YAML examples");
+    for block in &blocks {
+        fixtures::apply(&cp, block).await;
+    }
+
+    // The cluster failover example: on the primary group, Gracefully.
+    let web = wait_targets(&cp, "web", &["member1"]).await;
+    let cluster = web
+        .spec
+        .failover
+        .as_ref()
+        .and_then(|f| f.cluster.as_ref())
+        .unwrap();
+    assert_eq!(
+        cluster.purge_mode,
+        Some(flotilla_api::policy::PurgeMode::Gracefully)
+    );
+    wait_on_member(&env, 1, "web").await;
+
+    // The toleration example is a valid policy.
+    eventually("batch-propagation to be Valid", TIMEOUT, || async {
+        fixtures::get(
+            &cp,
+            "policy.karmada.io/v1alpha1",
+            "PropagationPolicy",
+            Some(NS),
+            "batch-propagation",
+        )
+        .await
+        .map(|p| serde_json::to_value(p).unwrap())
+        .is_some_and(|p| fixtures::condition(&p, "Valid").is_some_and(|c| c["status"] == "True"))
+    })
+    .await;
+
+    // Karmada's application failover example: one cluster (spread), the failover settings in
+    // the binding.
+    let nginx = wait_until("nginx to be scheduled to one cluster", TIMEOUT, || async {
+        binding(&cp, "nginx").await.filter(|b| b.spec.clusters.len() == 1)
+    })
+    .await;
+    let application = nginx
+        .spec
+        .failover
+        .as_ref()
+        .and_then(|f| f.application.as_ref())
+        .unwrap();
+    assert_eq!(application.decision_conditions.toleration_seconds, Some(120));
+    assert_eq!(
+        application.purge_mode,
+        Some(flotilla_api::policy::PurgeMode::Never)
+    );
+    assert!(nginx.spec.propagate_deps);
+    let member: usize = nginx.spec.clusters[0].name["member".len()..].parse().unwrap();
+    wait_on_member(&env, member, "nginx").await;
+}
