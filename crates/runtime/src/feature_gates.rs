@@ -106,11 +106,11 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let gates = parse("", KNOWN).unwrap();
-        assert_eq!(gates["Failover"], true);
-        assert_eq!(gates["GracefulEviction"], false);
+        assert!(gates["Failover"]);
+        assert!(!gates["GracefulEviction"]);
         let gates = parse(" Failover = false , GracefulEviction=1,Failover=F", KNOWN).unwrap();
-        assert_eq!(gates["Failover"], false);
-        assert_eq!(gates["GracefulEviction"], true);
+        assert!(!gates["Failover"]);
+        assert!(gates["GracefulEviction"]);
         assert_eq!(format(&gates), "Failover=false,GracefulEviction=true");
         assert_eq!(parse(&format(&gates), KNOWN).unwrap(), gates);
     }

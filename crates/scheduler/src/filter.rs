@@ -98,7 +98,7 @@ fn rejection(cluster: &ClusterView, ctx: &FilterContext<'_>) -> Option<String> {
     if cluster.deleting {
         return Some(REASON_DELETING.to_owned());
     }
-    if ctx.evicting.iter().any(|name| *name == cluster.name) {
+    if ctx.evicting.contains(&cluster.name) {
         return Some(REASON_EVICTING.to_owned());
     }
     if let Some(affinity) = ctx.affinity
