@@ -430,4 +430,32 @@ mod tests {
         assert_eq!(args.kube.context.as_deref(), Some("control-plane"));
         assert!(Args::try_parse_from(["flotilla-execution", "--apply-once-only", "sometimes"]).is_err());
     }
+
+    #[test]
+    fn failover_flags() {
+        let args = Args::try_parse_from(["flotilla-execution"]).unwrap();
+        assert!(args.feature_gates.failover, "on by default");
+        assert_eq!(
+            args.failover_eviction_timeout,
+            Duration::from_secs(300),
+            "Karmada's 5 minutes"
+        );
+        let args = Args::try_parse_from([
+            "flotilla-execution",
+            "--feature-gates",
+            "Failover=false",
+            "--failover-eviction-timeout",
+            "30s",
+        ])
+        .unwrap();
+        assert!(!args.feature_gates.failover);
+        assert_eq!(args.failover_eviction_timeout, Duration::from_secs(30));
+        let error = Args::try_parse_from(["flotilla-execution", "--feature-gates", "PropagateDeps=true"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("unknown feature gate \"PropagateDeps\"; known gates: Failover"),
+            "{error}"
+        );
+    }
 }

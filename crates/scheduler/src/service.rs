@@ -187,3 +187,67 @@ async fn run_controllers(client: kube::Client, ctx: Arc<Context>, readiness: Rea
     let _ = bindings.task.await;
     let _ = cluster_bindings.task.await;
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(std::iter::once("flotilla-scheduler").chain(flags.iter().copied()))
+            .map(|c| c.args)
+    }
+
+    #[test]
+    fn failover_flags_default_to_karmadas_timings_with_failover_on() {
+        let failover = parse(&[]).unwrap().failover();
+        assert!(failover.taint_eviction);
+        assert_eq!(
+            failover.default_purge_mode,
+            flotilla_api::policy::PurgeMode::Gracefully
+        );
+        assert_eq!(
+            failover.graceful_eviction_timeout,
+            std::time::Duration::from_secs(600)
+        );
+
+        let failover = parse(&[
+            "--feature-gates=Failover=false",
+            "--no-execute-taint-eviction-purge-mode=Directly",
+            "--graceful-eviction-timeout=30s",
+        ])
+        .unwrap()
+        .failover();
+        assert!(!failover.taint_eviction);
+        assert_eq!(
+            failover.default_purge_mode,
+            flotilla_api::policy::PurgeMode::Directly
+        );
+        assert_eq!(
+            failover.graceful_eviction_timeout,
+            std::time::Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn bad_failover_flags_are_refused() {
+        assert!(parse(&["--no-execute-taint-eviction-purge-mode=Never"]).is_err());
+        assert!(parse(&["--graceful-eviction-timeout=soon"]).is_err());
+        let error = parse(&["--feature-gates=Failover=maybe"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("invalid value \"maybe\" for Failover; use true or false"),
+            "{error}"
+        );
+    }
+}
