@@ -465,8 +465,8 @@ async fn cluster_failover_with_purge_modes_stop_a_member_and_start_it_again() {
 /// of member1 that never ends:
 ///
 /// - `default` (no toleration) moves at once;
-/// - `tolerant` tolerates `not-ready:NoExecute` for 12 s: it stays, the scheduler is killed
-///   with SIGKILL in the middle of the toleration, and it moves at `timeAdded` + 12 s all the
+/// - `tolerant` tolerates `not-ready:NoExecute` for 20 s: it stays, the scheduler is killed
+///   with SIGKILL in the middle of the toleration, and it moves at `timeAdded` + 20 s all the
 ///   same (the count is in the API, not in a timer);
 /// - `forever` tolerates it without `tolerationSeconds` and `lazy` belongs to a Lazy policy:
 ///   both stay on member1 ...
@@ -490,7 +490,7 @@ async fn cluster_failover_with_toleration_seconds_lazy_bindings_and_a_cluster_go
         ("default", String::new(), String::new()),
         (
             "tolerant",
-            toleration("      tolerationSeconds: 12\n"),
+            toleration("      tolerationSeconds: 20\n"),
             String::new(),
         ),
         ("forever", toleration(""), String::new()),
@@ -523,7 +523,7 @@ async fn cluster_failover_with_toleration_seconds_lazy_bindings_and_a_cluster_go
         .await;
     assert!(evictions >= Some(1.0), "{evictions:?}");
 
-    // Tolerated for 12 s: still on member1 a few seconds after the taint, and the scheduler
+    // Tolerated for 20 s: still on member1 a few seconds after the taint, and the scheduler
     // dies meanwhile.
     assert_eq!(targets(&cp, "tolerant").await, ["member1"]);
     env.kill(Service::Scheduler);
@@ -532,8 +532,8 @@ async fn cluster_failover_with_toleration_seconds_lazy_bindings_and_a_cluster_go
     let evicted_at = eviction_time(&cp, &tolerant, "member1").await;
     let after = evicted_at.duration_since(tainted_at);
     assert!(
-        after >= SignedDuration::from_secs(12) && after < SignedDuration::from_secs(40),
-        "evicted {after:?} after the taint; the toleration is 12 s"
+        after >= SignedDuration::from_secs(20) && after < SignedDuration::from_secs(60),
+        "evicted {after:?} after the taint; the toleration is 20 s"
     );
     wait_on_member(&env, 2, "tolerant").await;
 
@@ -662,7 +662,7 @@ async fn application_failover_with_purge_modes_never_gracefully_and_directly() {
         ),
         (
             "app-grace-period",
-            application_failover("      purgeMode: Graciously\n      gracePeriodSeconds: 8\n"),
+            application_failover("      purgeMode: Graciously\n      gracePeriodSeconds: 20\n"),
         ),
         (
             "app-directly",
@@ -699,17 +699,23 @@ async fn application_failover_with_purge_modes_never_gracefully_and_directly() {
     env.kill(Service::Scheduler);
     env.start_again(Service::Scheduler).await;
 
-    // Directly: never two copies at once; the new one only once the old one is gone.
-    wait_until("app-directly to run in member2", TIMEOUT, || async {
-        let (old, new) = (
-            on_member(&env, 1, "app-directly").await,
-            on_member(&env, 2, "app-directly").await,
-        );
-        assert!(!(old && new), "app-directly runs in member1 and member2 at once");
-        new.then_some(())
-    })
-    .await;
-    assert!(!on_member(&env, 1, "app-directly").await);
+    // Watched side by side, from the start: app-directly (the old copy goes before the new one
+    // comes) and app-grace-period (the old copy outlives the move by its grace period).
+    tokio::join!(
+        async {
+            wait_until("app-directly to run in member2", TIMEOUT, || async {
+                let (old, new) = (
+                    on_member(&env, 1, "app-directly").await,
+                    on_member(&env, 2, "app-directly").await,
+                );
+                assert!(!(old && new), "app-directly runs in member1 and member2 at once");
+                new.then_some(())
+            })
+            .await;
+            assert!(!on_member(&env, 1, "app-directly").await);
+        },
+        grace_period_reached(&env, &cp),
+    );
 
     // Gracefully: moved after the toleration; the old copy goes once the new one is healthy.
     let graceful = wait_targets(&cp, "app-graceful", &["member2"]).await;
@@ -744,19 +750,22 @@ async fn application_failover_with_purge_modes_never_gracefully_and_directly() {
     .await;
     confirm_deletion(&cp, "app-never", "member1").await;
     wait_gone_from_member(&env, 1, "app-never").await;
+}
 
-    // Gracefully, but member2's copy cannot be applied: the old copy stays for the task's
-    // gracePeriodSeconds (8 s), then goes.
-    let grace = wait_targets(&cp, "app-grace-period", &["member2"]).await;
+/// Karmada's "application failover with purgeMode gracefully when the GracePeriodSeconds is
+/// reach out": member2's copy of `app-grace-period` cannot be applied, so the new placement is
+/// never healthy; the old copy stays for the task's `gracePeriodSeconds` (20 s), then goes.
+async fn grace_period_reached(env: &Env, cp: &Client) {
+    let grace = wait_targets(cp, "app-grace-period", &["member2"]).await;
     let task = grace.spec.eviction_task("member1").unwrap().clone();
     assert_eq!(task.purge_mode, Some(flotilla_api::policy::PurgeMode::Gracefully));
-    assert_eq!(task.grace_period_seconds, Some(8));
+    assert_eq!(task.grace_period_seconds, Some(20));
     let created = task.creation_timestamp.unwrap().0;
     eventually(
         "app-grace-period's Work in member2 to report the conflict",
         TIMEOUT,
         || async {
-            work(&cp, "member2", "app-grace-period").await.is_some_and(|w| {
+            work(cp, "member2", "app-grace-period").await.is_some_and(|w| {
                 w.status.is_some_and(|s| {
                     s.conditions
                         .iter()
@@ -766,23 +775,23 @@ async fn application_failover_with_purge_modes_never_gracefully_and_directly() {
         },
     )
     .await;
-    let kept_until = created.checked_add(SignedDuration::from_secs(6)).unwrap();
+    let kept_until = created.checked_add(SignedDuration::from_secs(16)).unwrap();
     let remaining = kept_until.duration_since(Timestamp::now());
     if remaining > SignedDuration::ZERO {
         stays(
             "app-grace-period's old copy to stay during the grace period",
             remaining.unsigned_abs(),
-            || async { on_member(&env, 1, "app-grace-period").await },
+            || async { on_member(env, 1, "app-grace-period").await },
         )
         .await;
     }
-    wait_gone_from_member(&env, 1, "app-grace-period").await;
+    wait_gone_from_member(env, 1, "app-grace-period").await;
     assert!(
-        Timestamp::now() >= created.checked_add(SignedDuration::from_secs(7)).unwrap(),
+        Timestamp::now() >= created.checked_add(SignedDuration::from_secs(19)).unwrap(),
         "removed before the grace period ran out"
     );
     eventually("app-grace-period's eviction task to finish", TIMEOUT, || async {
-        binding(&cp, "app-grace-period")
+        binding(cp, "app-grace-period")
             .await
             .is_some_and(|b| b.spec.graceful_eviction_tasks.is_empty())
     })
