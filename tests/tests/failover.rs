@@ -211,7 +211,7 @@ async fn eviction_time(cp: &Client, binding: &ResourceBinding, cluster: &str) ->
         .into_iter()
         .filter(|e| {
             e.involved_object.name.as_deref() == Some(name.as_str())
-                && e.reason.as_deref() == Some("EvictWorkloadFromClusterSucceed")
+                && e.reason.as_deref() == Some("EvictWorkloadFromClusterStarted")
                 && e.message.as_deref().is_some_and(|m| m.contains(cluster))
         })
         .find_map(|e| {
@@ -334,15 +334,18 @@ async fn cluster_failover_with_purge_modes_stop_a_member_and_start_it_again() {
             .is_none_or(|w| w.metadata.deletion_timestamp.is_some())
     })
     .await;
-    let reasons = event_reasons(&cp, Some(NS), "graceful-deployment").await;
-    assert!(
-        reasons.iter().any(|r| r == "EvictWorkloadFromClusterSucceed"),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.iter().any(|r| r == "GracefulEvictionCompleted"),
-        "{reasons:?}"
-    );
+    // Recorded on the binding and on the template, as in Karmada.
+    for object in ["graceful-deployment", "graceful"] {
+        let reasons = event_reasons(&cp, Some(NS), object).await;
+        assert!(
+            reasons.iter().any(|r| r == "EvictWorkloadFromClusterStarted"),
+            "{object}: {reasons:?}"
+        );
+        assert!(
+            reasons.iter().any(|r| r == "EvictWorkloadFromClusterSucceed"),
+            "{object}: {reasons:?}"
+        );
+    }
 
     // Never: moved; the task waits for a person; member1's Work is kept as it is.
     let never = wait_targets(&cp, "never", &["member2"]).await;

@@ -254,10 +254,12 @@ pub mod reasons {
 pub mod events {
     /// On a Cluster: its failover taints changed.
     pub const TAINT_CLUSTER_SUCCEED: &str = "TaintClusterSucceed";
-    /// On a binding: a cluster was evicted (an eviction task created).
+    /// On a binding and its template: the binding was evicted from a cluster (an eviction task
+    /// was created; flotilla's: Karmada records nothing then).
+    pub const EVICT_WORKLOAD_FROM_CLUSTER_STARTED: &str = "EvictWorkloadFromClusterStarted";
+    /// On a binding and its template: an eviction task ended, the old copy goes (Karmada's
+    /// graceful eviction controller records it then).
     pub const EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED: &str = "EvictWorkloadFromClusterSucceed";
-    /// On a binding: an eviction task finished (the old copy may go).
-    pub const EVICTION_TASK_COMPLETED: &str = "GracefulEvictionCompleted";
 }
 
 #[cfg(test)]

@@ -404,9 +404,19 @@ async fn attempt<K: BindingObject>(
 }
 
 /// Logs, counts and records as events the evictions and finished eviction tasks of a decision
-/// that was just written (events are best-effort).
+/// that was just written (events are best-effort). As in Karmada, each event is recorded on the
+/// binding and on its resource template.
 async fn report_failover<K: BindingObject>(ctx: &Context, binding: &K, decision: &Decision) {
-    let reference = binding.object_ref(&());
+    let spec = binding.binding_spec();
+    let template = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(spec.resource.api_version.clone()),
+        kind: Some(spec.resource.kind.clone()),
+        namespace: spec.resource.namespace.clone(),
+        name: Some(spec.resource.name.clone()),
+        uid: spec.resource.uid.clone(),
+        ..Default::default()
+    };
+    let references = [binding.object_ref(&()), template];
     for eviction in &decision.evicted {
         tracing::info!(
             cluster = %eviction.cluster,
@@ -417,17 +427,19 @@ async fn report_failover<K: BindingObject>(ctx: &Context, binding: &K, decision:
         );
         metrics().evicted(eviction.reason, eviction.purge_mode.as_str());
         let note = format!(
-            "Evicted from cluster {} ({}, purgeMode {}): {}",
+            "Evicting from cluster {} ({}, purgeMode {}): {}",
             eviction.cluster, eviction.reason, eviction.purge_mode, eviction.message
         );
-        publish(
-            ctx,
-            &reference,
-            events::EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED,
-            "Evict",
-            note,
-        )
-        .await;
+        for reference in &references {
+            publish(
+                ctx,
+                reference,
+                events::EVICT_WORKLOAD_FROM_CLUSTER_STARTED,
+                "Evict",
+                note.clone(),
+            )
+            .await;
+        }
     }
     for finished in &decision.finished {
         tracing::info!(
@@ -443,11 +455,20 @@ async fn report_failover<K: BindingObject>(ctx: &Context, binding: &K, decision:
             crate::failover::TaskEnd::Confirmed => "suppressDeletion was set to false",
         };
         let note = format!(
-            "The eviction from cluster {} is complete ({why}); the copy there is removed unless \
-             dispatching to it is suspended",
+            "Evict from cluster {} succeed ({why}): the copy there is removed unless dispatching to \
+             it is suspended.",
             finished.cluster
         );
-        publish(ctx, &reference, events::EVICTION_TASK_COMPLETED, "Evict", note).await;
+        for reference in &references {
+            publish(
+                ctx,
+                reference,
+                events::EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED,
+                "Evict",
+                note.clone(),
+            )
+            .await;
+        }
     }
 }
 
