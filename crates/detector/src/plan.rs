@@ -9,9 +9,10 @@
 use flotilla_api::conditions;
 use flotilla_api::revision::Revision;
 use flotilla_api::well_known::{
-    ACTIVATE_ANNOTATION, CLAIM_REVISION_ANNOTATION, CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION,
-    MANAGED_LABEL, POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
-    conditions::POLICY_ACTIVATED, is_reserved_namespace, reasons,
+    ACTIVATE_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION, CLAIM_REVISION_ANNOTATION,
+    CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL, POLICY_GENERATION_ANNOTATION,
+    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION, conditions::POLICY_ACTIVATED,
+    is_reserved_namespace, reasons,
 };
 use flotilla_interpreter::{InterpretError, ReplicaInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -345,6 +346,7 @@ fn plan_unclaimed(
     let binding_write = match binding {
         Some(b) => {
             let patch = OwnedMetadata::claim(None)
+                .annotation(ACTIVATION_PREFERENCE_ANNOTATION, None)
                 .patch_for(&b.object)
                 .map(|m| json!({ "metadata": m }));
             let removed = ConditionChange::Remove.apply(&mut b.conditions.clone(), Timestamp::UNIX_EPOCH);
@@ -445,7 +447,12 @@ fn plan_claimed(
         }),
     });
 
-    let mut binding_owned = OwnedMetadata::claim(Some(&claim));
+    // Failover reads it from the binding: a Lazy policy's bindings are not re-placed
+    // (`docs/failover.md`). It follows the claimant at once, like the claim itself.
+    let mut binding_owned = OwnedMetadata::claim(Some(&claim)).annotation(
+        ACTIVATION_PREFERENCE_ANNOTATION,
+        policy.spec.is_lazy().then(|| "Lazy".to_owned()),
+    );
     let activated = ConditionChange::Set {
         status: true,
         reason: reasons::POLICY_ACTIVATED,
