@@ -32,6 +32,9 @@ fn families(service: Service) -> &'static [&'static str] {
             "flotilla_scheduler_errors",
             "flotilla_scheduler_write_conflicts",
             "flotilla_scheduler_clusters",
+            "flotilla_scheduler_evictions",
+            "flotilla_scheduler_eviction_tasks_finished",
+            "flotilla_scheduler_graceful_eviction_tasks",
         ],
         Service::DependencyDistributor => &[
             "flotilla_dependency_attached_bindings",
@@ -48,6 +51,8 @@ fn families(service: Service) -> &'static [&'static str] {
             "flotilla_execution_reconcile",
             "flotilla_execution_reconcile_duration_seconds",
             "flotilla_execution_owned_clusters",
+            "flotilla_execution_evicted_works_purged",
+            "flotilla_execution_cluster_failover_taint",
             "flotilla_membership_members",
         ],
     }

@@ -50,6 +50,6 @@ pub use policy::{
 };
 pub use validation::{Violation, Violations};
 pub use work::{
-    BindingSnapshot, ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec,
-    ResourceBindingStatus, TargetCluster, Work, WorkSpec, WorkStatus,
+    BindingSnapshot, ClusterResourceBinding, GracefulEvictionTask, ObjectReference, ResourceBinding,
+    ResourceBindingSpec, ResourceBindingStatus, TargetCluster, Work, WorkSpec, WorkStatus,
 };

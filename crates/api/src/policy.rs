@@ -88,7 +88,8 @@ pub struct PropagationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_name: Option<String>,
 
-    /// Failover behaviour (Karmada compatibility; carried into bindings).
+    /// Failover behaviour: how templates leave a failed cluster or an unhealthy application
+    /// (`docs/failover.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverBehavior>,
 
@@ -621,22 +622,50 @@ pub struct SuspendClusters {
 }
 
 string_enum! {
-    /// How an application is purged from a failed cluster.
+    /// How an application is purged from the cluster it is evicted from (Karmada's
+    /// `PurgeMode`). Karmada v1.12 renamed `Immediately` to `Directly` and `Graciously` to
+    /// `Gracefully`; both spellings are accepted and mean the same ([`PurgeMode::canonical`]).
     pub enum PurgeMode {
-        /// Never purge.
+        /// Never purge: the old copy stays until a person confirms (`suppressDeletion: false`
+        /// on the eviction task).
         Never = "Never",
-        /// Purge at once.
+        /// Purge at once, before the new copy is created.
         Directly = "Directly",
-        /// Purge after the new replicas are healthy.
+        /// Purge once the new placement is healthy, or after a grace period.
         Gracefully = "Gracefully",
-        /// Deprecated spelling of `Directly`.
+        /// Older spelling of `Directly`.
         Immediately = "Immediately",
-        /// Deprecated spelling of `Gracefully`.
+        /// Older spelling of `Gracefully`.
         Graciously = "Graciously",
     }
 }
 
-/// Failover behaviour (Karmada compatibility; carried into bindings).
+impl PurgeMode {
+    /// The current Karmada spelling: `Immediately` reads as `Directly`, `Graciously` as
+    /// `Gracefully`; other values are returned as they are.
+    pub fn canonical(&self) -> PurgeMode {
+        match self {
+            PurgeMode::Immediately => PurgeMode::Directly,
+            PurgeMode::Graciously => PurgeMode::Gracefully,
+            other => other.clone(),
+        }
+    }
+
+    /// Whether the old copy is removed at once (`Directly` / `Immediately`).
+    pub fn is_directly(&self) -> bool {
+        self.canonical() == PurgeMode::Directly
+    }
+
+    /// Whether the old copy waits for the new placement's health or a timeout (`Gracefully` /
+    /// `Graciously`).
+    pub fn is_gracefully(&self) -> bool {
+        self.canonical() == PurgeMode::Gracefully
+    }
+}
+
+/// Failover behaviour: what happens to the selected templates when a member cluster fails
+/// (`cluster`) or the application in a member is unhealthy (`application`). Carried into each
+/// binding's `spec.failover`; see `docs/failover.md`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailoverBehavior {
@@ -648,17 +677,19 @@ pub struct FailoverBehavior {
     pub cluster: Option<ClusterFailoverBehavior>,
 }
 
-/// Application failover.
+/// Application failover: a workload unhealthy in a cluster for longer than
+/// `decisionConditions.tolerationSeconds` is evicted from it and scheduled elsewhere.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationFailoverBehavior {
     /// When to fail over.
     #[serde(default)]
     pub decision_conditions: DecisionConditions,
-    /// How to purge the failed cluster.
+    /// What happens to the unhealthy copy. Default `Gracefully`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_mode: Option<PurgeMode>,
-    /// Grace period before purging, in seconds.
+    /// `Gracefully` only: the longest the old copy is kept while the new placement is not
+    /// healthy, in seconds. Default 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<i32>,
     /// State to carry to the new cluster.
@@ -666,11 +697,44 @@ pub struct ApplicationFailoverBehavior {
     pub state_preservation: Option<StatePreservation>,
 }
 
-/// Cluster failover.
+impl ApplicationFailoverBehavior {
+    /// Karmada's default `decisionConditions.tolerationSeconds`.
+    pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
+    /// Karmada's default `gracePeriodSeconds` for `Gracefully`.
+    pub const DEFAULT_GRACE_PERIOD_SECONDS: i32 = 600;
+
+    /// The purge mode in its current spelling, `Gracefully` when unset.
+    pub fn purge_mode(&self) -> PurgeMode {
+        self.purge_mode
+            .as_ref()
+            .map_or(PurgeMode::Gracefully, PurgeMode::canonical)
+    }
+
+    /// `decisionConditions.tolerationSeconds`, 300 when unset, never negative.
+    pub fn toleration_seconds(&self) -> i64 {
+        i64::from(
+            self.decision_conditions
+                .toleration_seconds
+                .unwrap_or(Self::DEFAULT_TOLERATION_SECONDS)
+                .max(0),
+        )
+    }
+
+    /// The grace period an eviction task gets: `gracePeriodSeconds` (600 when unset) for
+    /// `Gracefully`, none otherwise.
+    pub fn grace_period_seconds(&self) -> Option<i32> {
+        self.purge_mode().is_gracefully().then(|| {
+            self.grace_period_seconds
+                .unwrap_or(Self::DEFAULT_GRACE_PERIOD_SECONDS)
+        })
+    }
+}
+
+/// Cluster failover: how the templates leave a cluster tainted `NoExecute` (a failed member).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterFailoverBehavior {
-    /// How to purge the failed cluster.
+    /// What happens to the copy in the failed cluster. Default `Gracefully`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_mode: Option<PurgeMode>,
     /// State to carry to the new cluster.
@@ -682,7 +746,8 @@ pub struct ClusterFailoverBehavior {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DecisionConditions {
-    /// How long an unhealthy application is tolerated, in seconds.
+    /// How long an unhealthy application is tolerated, in seconds. Default 300; 0 fails over
+    /// at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toleration_seconds: Option<i32>,
 }
@@ -729,4 +794,56 @@ pub struct SchedulePriority {
     /// The priority class name.
     #[serde(default)]
     pub priority_class_name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purge_modes_in_both_spellings() {
+        for (written, canonical, directly, gracefully) in [
+            ("Directly", "Directly", true, false),
+            ("Immediately", "Directly", true, false),
+            ("Gracefully", "Gracefully", false, true),
+            ("Graciously", "Gracefully", false, true),
+            ("Never", "Never", false, false),
+            ("Later", "Later", false, false),
+        ] {
+            let mode = PurgeMode::from(written);
+            assert_eq!(mode.canonical().as_str(), canonical, "{written}");
+            assert_eq!(mode.is_directly(), directly, "{written}");
+            assert_eq!(mode.is_gracefully(), gracefully, "{written}");
+        }
+    }
+
+    #[test]
+    fn application_failover_defaults_are_karmadas() {
+        let unset = ApplicationFailoverBehavior::default();
+        assert_eq!(unset.purge_mode(), PurgeMode::Gracefully);
+        assert_eq!(unset.toleration_seconds(), 300);
+        assert_eq!(unset.grace_period_seconds(), Some(600));
+
+        let set = ApplicationFailoverBehavior {
+            decision_conditions: DecisionConditions {
+                toleration_seconds: Some(-5),
+            },
+            purge_mode: Some(PurgeMode::Graciously),
+            grace_period_seconds: Some(30),
+            state_preservation: None,
+        };
+        assert_eq!(
+            set.toleration_seconds(),
+            0,
+            "negative counts as 0 (validation rejects it)"
+        );
+        assert_eq!(set.grace_period_seconds(), Some(30));
+
+        let never = ApplicationFailoverBehavior {
+            purge_mode: Some(PurgeMode::Never),
+            grace_period_seconds: Some(30),
+            ..Default::default()
+        };
+        assert_eq!(never.grace_period_seconds(), None);
+    }
 }

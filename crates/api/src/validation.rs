@@ -16,8 +16,8 @@ use crate::cluster::Cluster;
 mod overrides;
 use crate::policy::{
     ClusterAffinity, ClusterPropagationPolicy, FailoverBehavior, Placement, PropagationPolicy,
-    PropagationSpec, ReplicaDivisionPreference, ReplicaSchedulingStrategy, SpreadConstraint, SuspendClusters,
-    Suspension,
+    PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, SpreadConstraint,
+    SuspendClusters, Suspension,
 };
 pub use overrides::{is_json_pointer, validate_override_spec};
 
@@ -231,6 +231,14 @@ fn validate_spec(spec: &PropagationSpec, policy_namespace: Option<&str>, out: &m
     check_placement("spec.placement", &spec.placement, out);
     if let Some(failover) = &spec.failover {
         check_failover("spec.failover", failover, out);
+        if failover.application.is_some() && !spec.propagate_deps {
+            // Karmada's rule: the workload's ConfigMaps and Secrets must move with it.
+            out.push(Violation::new(
+                "spec.propagateDeps",
+                "must be true when spec.failover.application is set (the workload's dependencies \
+                 must move with it); add `propagateDeps: true`",
+            ));
+        }
     }
 }
 
@@ -555,13 +563,27 @@ fn check_failover(path: &str, failover: &FailoverBehavior, out: &mut Vec<Violati
                 &["Never", "Directly", "Gracefully"],
             ));
         }
-        if let Some(seconds) = application.grace_period_seconds
-            && seconds <= 0
-        {
-            out.push(Violation::new(
-                format!("{app_path}.gracePeriodSeconds"),
-                format!("must be greater than 0, got {seconds}"),
-            ));
+        if let Some(seconds) = application.grace_period_seconds {
+            if seconds <= 0 {
+                out.push(Violation::new(
+                    format!("{app_path}.gracePeriodSeconds"),
+                    format!("must be greater than 0, got {seconds}"),
+                ));
+            }
+            let mode = application.purge_mode();
+            if mode.is_known() && !mode.is_gracefully() {
+                out.push(Violation::new(
+                    format!("{app_path}.gracePeriodSeconds"),
+                    format!(
+                        "only takes effect when purgeMode is Gracefully, but purgeMode is {}; \
+                         remove gracePeriodSeconds or set purgeMode: Gracefully",
+                        application
+                            .purge_mode
+                            .as_ref()
+                            .map_or("Gracefully", PurgeMode::as_str)
+                    ),
+                ));
+            }
         }
     }
     if let Some(cluster) = &failover.cluster

@@ -120,6 +120,39 @@ pub const ACTIVATE_OVERRIDES_ANNOTATION: &str = "flotilla.io/activate-overrides"
 /// Field manager flotilla's services use for their writes.
 pub const FIELD_MANAGER: &str = "flotilla";
 
+/// Annotation on a binding: `Lazy` while the policy that claims it has
+/// `activationPreference: Lazy` (absent otherwise). Failover does not re-place such bindings
+/// (`docs/failover.md`). Written by the detector with the claim.
+pub const ACTIVATION_PREFERENCE_ANNOTATION: &str = "flotilla.io/activation-preference";
+
+// ---------------------------------------------------------------------------------------------
+// Failover (Karmada's names).
+// ---------------------------------------------------------------------------------------------
+
+/// Taint key on a Cluster whose `Ready` condition is `False` (execution).
+pub const NOT_READY_TAINT_KEY: &str = "cluster.karmada.io/not-ready";
+/// Taint key on a Cluster whose `Ready` condition is `Unknown` (execution).
+pub const UNREACHABLE_TAINT_KEY: &str = "cluster.karmada.io/unreachable";
+/// Taint effect: no new placement on the cluster.
+pub const TAINT_EFFECT_NO_SCHEDULE: &str = "NoSchedule";
+/// Taint effect: no new placement, and placements that do not tolerate it are evicted.
+pub const TAINT_EFFECT_NO_EXECUTE: &str = "NoExecute";
+/// Eviction task reason: the cluster has a `NoExecute` taint the placement does not tolerate
+/// (or no longer tolerates: its `tolerationSeconds` ran out).
+pub const EVICTION_REASON_TAINT_UNTOLERATED: &str = "TaintUntolerated";
+/// Eviction task reason: the application was unhealthy in the cluster for longer than
+/// `failover.application.decisionConditions.tolerationSeconds`.
+pub const EVICTION_REASON_APPLICATION_FAILURE: &str = "ApplicationFailure";
+/// Eviction task producer of cluster failover (Karmada's taint manager).
+pub const EVICTION_PRODUCER_TAINT_MANAGER: &str = "TaintManager";
+/// Eviction task producer of application failover for ResourceBindings (Karmada's name).
+pub const EVICTION_PRODUCER_RB_APPLICATION_FAILOVER: &str =
+    "resource-binding-application-failover-controller";
+/// Eviction task producer of application failover for ClusterResourceBindings (Karmada's
+/// name).
+pub const EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER: &str =
+    "cluster-resource-binding-application-failover-controller";
+
 // ---------------------------------------------------------------------------------------------
 // Namespaces.
 // ---------------------------------------------------------------------------------------------
@@ -234,6 +267,18 @@ pub mod reasons {
     pub const APPLY_OVERRIDE_POLICY_FAILED: &str = "ApplyOverridePolicyFailed";
     /// The override policies in effect are their current generations.
     pub const OVERRIDES_ACTIVATED: &str = "OverridesActivated";
+}
+
+/// Event reasons (Karmada's where Karmada has one).
+pub mod events {
+    /// On a Cluster: its failover taints changed.
+    pub const TAINT_CLUSTER_SUCCEED: &str = "TaintClusterSucceed";
+    /// On a binding and its template: the binding was evicted from a cluster (an eviction task
+    /// was created; flotilla's: Karmada records nothing then).
+    pub const EVICT_WORKLOAD_FROM_CLUSTER_STARTED: &str = "EvictWorkloadFromClusterStarted";
+    /// On a binding and its template: an eviction task ended, the old copy goes (Karmada's
+    /// graceful eviction controller records it then).
+    pub const EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED: &str = "EvictWorkloadFromClusterSucceed";
 }
 
 #[cfg(test)]

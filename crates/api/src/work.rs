@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{ConflictResolution, FailoverBehavior, Placement, Suspension};
+use crate::policy::{ConflictResolution, FailoverBehavior, Placement, PurgeMode, Suspension};
 
 /// API group of bindings and works.
 pub const GROUP: &str = "work.karmada.io";
@@ -23,7 +23,9 @@ pub const WORK_VERSION: &str = "v1alpha1";
 /// Field owners: the detector writes `resource`, `replicas`, `replicaRequirements`,
 /// `placement`, `propagateDeps`, `conflictResolution`, `suspension`,
 /// `preserveResourcesOnDeletion`, `schedulerName` and `failover`; the scheduler writes
-/// `clusters`; the dependency distributor writes `requiredBy` (attached bindings only).
+/// `clusters` and `gracefulEvictionTasks`; the dependency distributor writes `requiredBy`
+/// (attached bindings only). A person may set `suppressDeletion: false` on an eviction task to
+/// confirm a `Never` purge.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "work.karmada.io",
@@ -96,6 +98,12 @@ pub struct ResourceBindingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
 
+    /// Clusters the resource is being evicted from (failover): each keeps its copy until the
+    /// task's purge mode lets execution remove it, and is not chosen again while its task
+    /// exists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graceful_eviction_tasks: Vec<GracefulEvictionTask>,
+
     /// Independent bindings that need this (attached) binding's resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<BindingSnapshot>,
@@ -145,6 +153,64 @@ impl ResourceBindingSpec {
     /// Names of the target clusters, in scheduling order.
     pub fn cluster_names(&self) -> impl Iterator<Item = &str> {
         self.clusters.iter().map(|c| c.name.as_str())
+    }
+
+    /// The eviction task for `cluster`, if the resource is being evicted from it.
+    pub fn eviction_task(&self, cluster: &str) -> Option<&GracefulEvictionTask> {
+        self.graceful_eviction_tasks
+            .iter()
+            .find(|t| t.from_cluster == cluster)
+    }
+}
+
+/// One cluster a binding's resource is being evicted from (Karmada's `GracefulEvictionTask`):
+/// the cluster left `spec.clusters`, and its copy stays until the purge mode lets it go.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GracefulEvictionTask {
+    /// The cluster the resource is evicted from.
+    pub from_cluster: String,
+    /// What happens to the copy there: `Directly` (removed at once), `Gracefully` (removed once
+    /// the new placement is healthy or the grace period ran out) or `Never` (kept until
+    /// `suppressDeletion` is set to false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_mode: Option<PurgeMode>,
+    /// Replicas the cluster ran; unset for kinds without replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Why: `TaintUntolerated` (cluster failover) or `ApplicationFailure`.
+    pub reason: String,
+    /// Details for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Which controller evicted it.
+    pub producer: String,
+    /// The longest the copy is kept while the new placement is not healthy, in seconds;
+    /// unset means the scheduler's `--graceful-eviction-timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i32>,
+    /// `true`: keep the copy until someone sets this to `false` (purge mode `Never`); `false`:
+    /// remove it now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppress_deletion: Option<bool>,
+    /// State collected from the old copy for the new one (Karmada's stateful failover;
+    /// carried, not acted on by flotilla).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub preserved_label_state: std::collections::BTreeMap<String, String>,
+    /// When the task was created (the grace period counts from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<Time>,
+    /// The clusters the resource ran in before this eviction.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters_before_failover: Vec<String>,
+}
+
+impl GracefulEvictionTask {
+    /// The purge mode in its current spelling, `Gracefully` when unset (Karmada's default).
+    pub fn purge_mode(&self) -> PurgeMode {
+        self.purge_mode
+            .as_ref()
+            .map_or(PurgeMode::Gracefully, PurgeMode::canonical)
     }
 }
 
@@ -360,6 +426,11 @@ pub struct AggregatedStatusItem {
     /// Health of the member object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<ResourceHealth>,
+    /// flotilla: when `health` last changed, as execution observed it. Application failover
+    /// counts `decisionConditions.tolerationSeconds` from it, so the count survives restarts
+    /// (Karmada keeps it in memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_health_transition_time: Option<Time>,
 }
 
 /// The manifests to apply to one member cluster. Works live in namespace

@@ -317,3 +317,93 @@ spec:
     );
     assert_eq!(pp.spec.activation_preference.unwrap().as_str(), "Eager");
 }
+
+/// Karmada's failover documentation: the application failover policy example and the binding
+/// it leads to (an eviction task with `suppressDeletion`), plus a cluster failover task in the
+/// shape Karmada's taint manager writes.
+#[test]
+fn karmada_failover_docs_policy_and_binding() {
+    let pp: PropagationPolicy = round_trip(
+        r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+spec:
+  failover:
+    application:
+      decisionConditions:
+        tolerationSeconds: 120
+      purgeMode: Never
+    cluster:
+      purgeMode: Directly
+  propagateDeps: true
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames:
+        - member1
+        - member2
+        - member3
+    spreadConstraints:
+      - maxGroups: 1
+        minGroups: 1
+        spreadByField: cluster
+"#,
+    );
+    pp.validate().unwrap();
+    let application = pp.spec.failover.as_ref().unwrap().application.as_ref().unwrap();
+    assert_eq!(application.toleration_seconds(), 120);
+    assert_eq!(
+        application.grace_period_seconds(),
+        None,
+        "only Gracefully has a grace period"
+    );
+
+    let rb: ResourceBinding = round_trip(
+        r#"
+apiVersion: work.karmada.io/v1alpha2
+kind: ResourceBinding
+metadata:
+  name: nginx-deployment
+  namespace: default
+spec:
+  resource: {apiVersion: apps/v1, kind: Deployment, namespace: default, name: nginx}
+  clusters:
+    - name: member1
+      replicas: 2
+  gracefulEvictionTasks:
+    - creationTimestamp: "2023-05-08T09:29:02Z"
+      fromCluster: member2
+      producer: resource-binding-application-failover-controller
+      reason: ApplicationFailure
+      suppressDeletion: true
+      purgeMode: Never
+      clustersBeforeFailover: [member2]
+    - fromCluster: member3
+      producer: TaintManager
+      reason: TaintUntolerated
+      purgeMode: Graciously
+      replicas: 2
+      gracePeriodSeconds: 30
+      message: cluster member3 is tainted
+      preservedLabelState: {failover.example.com/job: "7"}
+status:
+  aggregatedStatus:
+    - clusterName: member1
+      applied: true
+      health: Unhealthy
+      lastHealthTransitionTime: "2023-05-08T09:27:02Z"
+"#,
+    );
+    let tasks = &rb.spec.graceful_eviction_tasks;
+    assert_eq!(
+        rb.spec.eviction_task("member2").map(|t| t.reason.as_str()),
+        Some("ApplicationFailure")
+    );
+    assert_eq!(tasks[1].purge_mode(), flotilla_api::policy::PurgeMode::Gracefully);
+    assert!(rb.spec.eviction_task("member1").is_none());
+}

@@ -281,12 +281,41 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ),
     (
         "failover",
-        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  failover: {application: {decisionConditions: {tolerationSeconds: 30}, purgeMode: Gracefully, gracePeriodSeconds: 60}}\n",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  propagateDeps: true\n  failover: {application: {decisionConditions: {tolerationSeconds: 30}, purgeMode: Gracefully, gracePeriodSeconds: 60}, cluster: {purgeMode: Directly}}\n",
         &[],
     ),
     (
+        "failover in Karmada's older spellings",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  propagateDeps: true\n  failover: {application: {decisionConditions: {tolerationSeconds: 0}, purgeMode: Graciously, gracePeriodSeconds: 60}, cluster: {purgeMode: Immediately}}\n",
+        &[],
+    ),
+    (
+        "application failover with defaults and purgeMode Never",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  propagateDeps: true\n  failover: {application: {decisionConditions: {}, purgeMode: Never}, cluster: {purgeMode: Never}}\n",
+        &[],
+    ),
+    (
+        "application failover without propagateDeps",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  failover: {application: {decisionConditions: {tolerationSeconds: 30}}}\n",
+        &[
+            "spec.propagateDeps: must be true when spec.failover.application is set (the workload's dependencies must move with it); add `propagateDeps: true`",
+        ],
+    ),
+    (
+        "cluster failover alone needs no propagateDeps",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  failover: {cluster: {purgeMode: Gracefully}}\n",
+        &[],
+    ),
+    (
+        "grace period without a graceful purge",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  propagateDeps: true\n  failover: {application: {purgeMode: Immediately, gracePeriodSeconds: 60}}\n",
+        &[
+            "spec.failover.application.gracePeriodSeconds: only takes effect when purgeMode is Gracefully, but purgeMode is Immediately; remove gracePeriodSeconds or set purgeMode: Gracefully",
+        ],
+    ),
+    (
         "bad failover",
-        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  failover: {application: {decisionConditions: {tolerationSeconds: -1}, purgeMode: Later, gracePeriodSeconds: 0}, cluster: {purgeMode: Soon}}\n",
+        "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  propagateDeps: true\n  failover: {application: {decisionConditions: {tolerationSeconds: -1}, purgeMode: Later, gracePeriodSeconds: 0}, cluster: {purgeMode: Soon}}\n",
         &[
             "spec.failover.application.decisionConditions.tolerationSeconds: must not be negative, got -1",
             "spec.failover.application.purgeMode: unsupported value \"Later\": use one of Never, Directly, Gracefully",

@@ -2,6 +2,11 @@
 //! and ready (there is no kubelet), so status reflection is observable on simulated member
 //! clusters. Deployments, StatefulSets, ReplicaSets and DaemonSets become fully available;
 //! Jobs complete.
+//!
+//! A workload annotated `simulate.flotilla.io/unavailable: "true"` in the member is reported
+//! as if none of its pods could run (a cordoned node, pods evicted): no replica ready or
+//! available, `Available=False`. It is how tests and demos make an application unhealthy in one
+//! member (application failover); removing the annotation makes it available again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,8 +118,60 @@ fn condition(old: &Value, ty: &str, reason: &str, message: &str, with_update_tim
     c
 }
 
-/// The status a controller would report once every pod is running and ready.
+/// Annotation on a member workload: `"true"` reports it as if no pod could run.
+pub const UNAVAILABLE_ANNOTATION: &str = "simulate.flotilla.io/unavailable";
+
+/// A `status: "False"` condition, keeping the transition time while it stays False.
+fn false_condition(old: &Value, ty: &str, reason: &str, message: &str) -> Value {
+    let previous = old["status"]["conditions"].as_array().and_then(|cs| {
+        cs.iter()
+            .find(|c| c["type"] == ty && c["status"] == "False" && c["reason"] == reason)
+    });
+    let transition = previous
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .map_or_else(objects::now_rfc3339, str::to_owned);
+    json!({"type": ty, "status": "False", "reason": reason, "message": message,
+           "lastTransitionTime": transition, "lastUpdateTime": transition})
+}
+
+/// The status a controller reports when no pod of `obj` can run.
+fn unavailable_status(def: &ResourceDef, obj: &Value) -> Value {
+    let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
+    let replicas = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+    match def.kind.as_str() {
+        "Deployment" => json!({
+            "observedGeneration": generation,
+            "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": 0, "availableReplicas": 0, "unavailableReplicas": replicas,
+            "conditions": [false_condition(obj, "Available", "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.")],
+        }),
+        "StatefulSet" => json!({
+            "observedGeneration": generation,
+            "replicas": replicas, "readyReplicas": 0, "currentReplicas": replicas,
+            "updatedReplicas": replicas, "availableReplicas": 0,
+        }),
+        "ReplicaSet" => json!({
+            "observedGeneration": generation,
+            "replicas": replicas, "fullyLabeledReplicas": replicas,
+            "readyReplicas": 0, "availableReplicas": 0,
+        }),
+        "DaemonSet" => json!({
+            "observedGeneration": generation,
+            "currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberAvailable": 0,
+            "numberMisscheduled": 0, "numberReady": 0, "updatedNumberScheduled": 1,
+            "numberUnavailable": 1,
+        }),
+        _ => obj["status"].clone(),
+    }
+}
+
+/// The status a controller would report once every pod is running and ready (or, for a
+/// workload annotated [`UNAVAILABLE_ANNOTATION`], when none can run).
 pub fn desired_status(def: &ResourceDef, obj: &Value) -> Value {
+    if obj["metadata"]["annotations"][UNAVAILABLE_ANNOTATION] == "true" && def.kind != "Job" {
+        return unavailable_status(def, obj);
+    }
     let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
     let replicas = obj["spec"]["replicas"].as_i64().unwrap_or(1);
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
@@ -218,5 +275,27 @@ mod tests {
         d["status"] = s.clone();
         // Recomputing keeps the timestamps: no write loop.
         assert_eq!(desired_status(&def, &d), s);
+    }
+
+    #[test]
+    fn an_unavailable_workload_reports_no_available_replica_until_the_mark_goes() {
+        let catalog = crate::resources::Catalog::new(crate::builtin::definitions());
+        let def = catalog
+            .get("apps", "v1", "deployments")
+            .unwrap_or_else(|| panic!("deployments served"));
+        let mut d = json!({
+            "metadata": {"name": "web", "generation": 2, "annotations": {UNAVAILABLE_ANNOTATION: "true"}},
+            "spec": {"replicas": 3, "template": {}},
+        });
+        let s = desired_status(&def, &d);
+        assert_eq!(s["availableReplicas"], 0);
+        assert_eq!(s["updatedReplicas"], 3);
+        assert_eq!(s["conditions"][0]["status"], "False");
+        // Karmada's health rule reads this as Unhealthy: availableReplicas < updatedReplicas.
+        assert_eq!(s["observedGeneration"], 2);
+        d["status"] = s.clone();
+        assert_eq!(desired_status(&def, &d), s, "stable: no write loop");
+        d["metadata"]["annotations"] = json!({});
+        assert_eq!(desired_status(&def, &d)["availableReplicas"], 3);
     }
 }

@@ -11,9 +11,6 @@ use std::str::FromStr;
 /// Name of the gate that turns dependency distribution on and off.
 pub const PROPAGATE_DEPS: &str = "PropagateDeps";
 
-/// Every gate this binary knows, for error messages.
-const KNOWN: &[&str] = &[PROPAGATE_DEPS];
-
 /// The state of every feature gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -33,83 +30,23 @@ impl fmt::Display for FeatureGates {
     }
 }
 
-/// A `--feature-gates` value that does not parse.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FeatureGateError {
-    /// An entry has no `=`.
-    #[error("--feature-gates: {entry:?} has no value; write it as {entry}=true or {entry}=false")]
-    MissingValue {
-        /// The entry as written.
-        entry: String,
-    },
-    /// An entry has `=` but no gate name.
-    #[error("--feature-gates: {entry:?} has no gate name; write Name=true, e.g. {PROPAGATE_DEPS}=true")]
-    MissingName {
-        /// The entry as written.
-        entry: String,
-    },
-    /// The gate is not one this binary knows.
-    #[error("--feature-gates: unknown feature gate {gate:?}; known gates: {known}")]
-    Unknown {
-        /// The gate as written.
-        gate: String,
-        /// The known gates, comma-separated.
-        known: String,
-    },
-    /// The value is not a boolean.
-    #[error("--feature-gates: invalid value {value:?} for {gate}; use true or false")]
-    InvalidValue {
-        /// The gate.
-        gate: String,
-        /// The value as written.
-        value: String,
-    },
-}
-
-/// Go's `strconv.ParseBool`, which Kubernetes' feature gates use.
-fn parse_bool(value: &str) -> Option<bool> {
-    match value {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
-}
+pub use flotilla_runtime::feature_gates::FeatureGateError;
 
 impl FromStr for FeatureGates {
     type Err = FeatureGateError;
 
-    /// Parses `Name=bool[,Name=bool...]`. Whitespace around entries, names and values is
-    /// ignored, empty entries are skipped, and a gate named twice takes its last value (as in
-    /// Kubernetes). Gates not named keep their defaults.
+    /// Parses `Name=bool[,Name=bool...]` ([`flotilla_runtime::feature_gates::parse`]). Gates
+    /// not named keep their defaults.
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        let mut gates = FeatureGates::default();
-        for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let Some((name, value)) = entry.split_once('=') else {
-                return Err(FeatureGateError::MissingValue {
-                    entry: entry.to_owned(),
-                });
-            };
-            let (name, value) = (name.trim(), value.trim());
-            if name.is_empty() {
-                return Err(FeatureGateError::MissingName {
-                    entry: entry.to_owned(),
-                });
-            }
-            if !KNOWN.contains(&name) {
-                return Err(FeatureGateError::Unknown {
-                    gate: name.to_owned(),
-                    known: KNOWN.join(", "),
-                });
-            }
-            let enabled = parse_bool(value).ok_or_else(|| FeatureGateError::InvalidValue {
-                gate: name.to_owned(),
-                value: value.to_owned(),
-            })?;
-            if name == PROPAGATE_DEPS {
-                gates.propagate_deps = enabled;
-            }
-        }
-        Ok(gates)
+        let defaults = FeatureGates::default();
+        let gates =
+            flotilla_runtime::feature_gates::parse(spec, &[(PROPAGATE_DEPS, defaults.propagate_deps)])?;
+        Ok(FeatureGates {
+            propagate_deps: gates
+                .get(PROPAGATE_DEPS)
+                .copied()
+                .unwrap_or(defaults.propagate_deps),
+        })
     }
 }
 
@@ -197,7 +134,8 @@ mod tests {
         assert_eq!(
             parse("=true").unwrap_err(),
             FeatureGateError::MissingName {
-                entry: "=true".into()
+                entry: "=true".into(),
+                example: PROPAGATE_DEPS.into(),
             }
         );
         let err = parse("PropagateDeps=yes").unwrap_err();

@@ -11,10 +11,10 @@ use flotilla_api::overrides::OverrideSnapshot;
 use flotilla_api::revision::Revision;
 use flotilla_api::well_known::conditions::OVERRIDES_ACTIVATED;
 use flotilla_api::well_known::{
-    ACTIVATE_ANNOTATION, ACTIVATE_OVERRIDES_ANNOTATION, CLAIM_REVISION_ANNOTATION,
-    CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL, OVERRIDES_ANNOTATION,
-    POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
-    conditions::POLICY_ACTIVATED, is_reserved_namespace, reasons,
+    ACTIVATE_ANNOTATION, ACTIVATE_OVERRIDES_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION,
+    CLAIM_REVISION_ANNOTATION, CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL,
+    OVERRIDES_ANNOTATION, POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION,
+    TRACE_PARENT_ANNOTATION, conditions::POLICY_ACTIVATED, is_reserved_namespace, reasons,
 };
 use flotilla_interpreter::{InterpretError, ReplicaInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -432,6 +432,7 @@ fn plan_unclaimed(
             let (overrides, overrides_condition) = overrides_for(template, Some(b));
             let patch = OwnedMetadata::claim(None)
                 .annotation(OVERRIDES_ANNOTATION, overrides)
+                .annotation(ACTIVATION_PREFERENCE_ANNOTATION, None)
                 .patch_for(&b.object)
                 .map(|m| json!({ "metadata": m }));
             let changes = [
@@ -541,7 +542,14 @@ fn plan_claimed(
     });
 
     let (overrides, overrides_condition) = overrides_for(template, binding);
-    let mut binding_owned = OwnedMetadata::claim(Some(&claim)).annotation(OVERRIDES_ANNOTATION, overrides);
+    // Failover reads it from the binding: a Lazy policy's bindings are not re-placed
+    // (`docs/failover.md`). It follows the claimant at once, like the claim itself.
+    let mut binding_owned = OwnedMetadata::claim(Some(&claim))
+        .annotation(
+            ACTIVATION_PREFERENCE_ANNOTATION,
+            policy.spec.is_lazy().then(|| "Lazy".to_owned()),
+        )
+        .annotation(OVERRIDES_ANNOTATION, overrides);
     let with_overrides = |policy_condition: ConditionChange| {
         let mut changes = vec![policy_condition];
         changes.extend(overrides_condition.clone());

@@ -9,8 +9,9 @@ use flotilla_api::policy::{
 };
 use flotilla_api::revision::Revision;
 use flotilla_api::well_known::{
-    ACTIVATE_ANNOTATION, CLAIM_REVISION_ANNOTATION, CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION,
-    POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
+    ACTIVATE_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION, CLAIM_REVISION_ANNOTATION,
+    CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION, POLICY_GENERATION_ANNOTATION,
+    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION,
 };
 use flotilla_api::work::ResourceBinding;
 use flotilla_api::{ActivationPreference, ResourceBindingStatus};
@@ -668,6 +669,38 @@ fn simple_case_2_decided_by_the_api_order_alone() {
     );
 }
 
+/// The binding says whether its claimant is Lazy (failover reads it), following the policy at
+/// once, and loses the mark with the claim.
+#[test]
+fn the_binding_carries_its_claimants_activation_preference() {
+    let lazy = pp("pp", "member1", true, 100);
+    let mut world = World::new(nginx(200));
+    world.reconcile(std::slice::from_ref(&lazy));
+    assert_eq!(
+        world
+            .binding_annotation(ACTIVATION_PREFERENCE_ANNOTATION)
+            .as_deref(),
+        Some("Lazy")
+    );
+    let mut eager = lazy.clone();
+    eager.generation += 1;
+    eager.spec.activation_preference = None;
+    eager.revision = Some(Revision::from(world.tick()));
+    world.reconcile(std::slice::from_ref(&eager));
+    assert_eq!(world.binding_annotation(ACTIVATION_PREFERENCE_ANNOTATION), None);
+    world.reconcile(std::slice::from_ref(&lazy));
+    assert_eq!(
+        world
+            .binding_annotation(ACTIVATION_PREFERENCE_ANNOTATION)
+            .as_deref(),
+        Some("Lazy")
+    );
+    // Released (no policy left): the binding stays, without claim or mark.
+    world.reconcile(&[]);
+    assert!(world.binding.is_some());
+    assert_eq!(world.binding_annotation(ACTIVATION_PREFERENCE_ANNOTATION), None);
+}
+
 /// Simple Case 3 (lazy to immediate): the edit that removes Lazy applies at once.
 #[test]
 fn simple_case_3_lazy_to_immediate() {
@@ -694,8 +727,15 @@ fn simple_case_4_immediate_to_lazy() {
     assert_eq!(world.clusters(), Some(vec!["member1".to_string()]));
     assert_eq!(
         world.take_writes(),
-        vec!["binding-status"],
-        "only the condition is written"
+        vec!["binding-metadata", "binding-status"],
+        "only the activation preference (which follows the claimant at once) and the condition \
+         are written"
+    );
+    assert_eq!(
+        world
+            .binding_annotation(ACTIVATION_PREFERENCE_ANNOTATION)
+            .as_deref(),
+        Some("Lazy")
     );
     assert_eq!(
         world.activated(),

@@ -319,20 +319,21 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
 const FIRST_PROBE_RETRY: Duration = Duration::from_millis(250);
 
 /// Probes `member` every probe period (or when a worker saw it fail) and writes the Cluster's
-/// `Ready` condition and `kubernetesVersion`. When the member becomes ready again, every Work of
-/// the cluster is queued so it catches up at once.
+/// `Ready` condition and `kubernetesVersion`, then its failover taints ([`crate::taints`]).
+/// When the member becomes ready again, every Work of the cluster is queued so it catches up at
+/// once.
 pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
     let mut was_ready: Option<bool> = None;
     // Until the member has been seen ready once (a cluster just joined, its credentials or this
     // replica's ownership not there yet), probe again soon instead of a whole period later.
     let mut retry = FIRST_PROBE_RETRY;
     loop {
-        // Only the cluster's owner probes it and writes its status.
-        let ready = if ctx.owns(&crate::context::cluster_shard(&member.name)) {
+        // Only the cluster's owner probes it and writes its status and taints.
+        let (ready, taints_due) = if ctx.owns(&crate::context::cluster_shard(&member.name)) {
             probe_once(&ctx, &member).await
         } else {
             was_ready = None;
-            None
+            (None, None)
         };
         if ready == Some(true) && was_ready != Some(true) {
             enqueue_cluster_works(&ctx, &member);
@@ -347,6 +348,8 @@ pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
             retry = retry.saturating_mul(2);
             wait
         };
+        // A NoExecute taint falling due before the next probe is written on time.
+        let wait = taints_due.map_or(wait, |due| wait.min(due + Duration::from_millis(50)));
         tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
@@ -369,9 +372,12 @@ pub fn enqueue_cluster_works(ctx: &Context, member: &Member) {
     }
 }
 
-/// One probe; `None` when there is no Cluster object (nothing to write).
-async fn probe_once(ctx: &Context, member: &Member) -> Option<bool> {
-    let cluster = ctx.stores.clusters.get(&ObjectRef::new(&member.name))?;
+/// One probe: whether the member is ready (`None` when there is no Cluster object: nothing to
+/// write), and when its failover taints are next due.
+async fn probe_once(ctx: &Context, member: &Member) -> (Option<bool>, Option<Duration>) {
+    let Some(cluster) = ctx.stores.clusters.get(&ObjectRef::new(&member.name)) else {
+        return (None, None);
+    };
     let started = Instant::now();
     let (ready, reason, message, version) = match member_client(ctx, member).await {
         Err(error) => (false, CLUSTER_ACCESS_INVALID, error.to_string(), None),
@@ -396,12 +402,18 @@ async fn probe_once(ctx: &Context, member: &Member) -> Option<bool> {
         },
     };
     tracing::trace!(cluster = %member.name, ready, elapsed = ?started.elapsed(), "probed member");
-    if let Err(error) = write_cluster_status(ctx, &cluster, ready, reason, &message, version).await {
-        tracing::debug!(cluster = %member.name, %error, "cannot write Cluster status");
-    }
-    Some(ready)
+    let due = match write_cluster_status(ctx, &cluster, ready, reason, &message, version).await {
+        Ok(written) => crate::taints::sync_taints(ctx, written.as_ref().unwrap_or(&cluster)).await,
+        Err(error) => {
+            tracing::debug!(cluster = %member.name, %error, "cannot write Cluster status");
+            None
+        }
+    };
+    (Some(ready), due)
 }
 
+/// Writes the Cluster's `Ready` condition and version when they changed; returns the Cluster
+/// as written (`None`: nothing to write).
 async fn write_cluster_status(
     ctx: &Context,
     cluster: &Cluster,
@@ -409,7 +421,7 @@ async fn write_cluster_status(
     reason: &str,
     message: &str,
     version: Option<String>,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Cluster>, kube::Error> {
     let mut status = cluster.status.clone().unwrap_or_default();
     let mut changed = conditions::set(
         &mut status.conditions,
@@ -427,20 +439,21 @@ async fn write_cluster_status(
         changed = true;
     }
     if !changed {
-        return Ok(());
+        return Ok(None);
     }
     let api: Api<Cluster> = Api::all(ctx.client.clone());
     let patch = json!({
         "metadata": {"resourceVersion": cluster.resource_version()},
         "status": status,
     });
-    api.patch_status(
-        &cluster.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &cluster.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(Some(written))
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ pub struct Settings {
     pub member_timeout: Duration,
     /// Works of one member cluster applied concurrently.
     pub work_workers: usize,
+    /// Failover taints on Clusters.
+    pub taints: crate::taints::TaintOptions,
 }
 
 impl Default for Settings {
@@ -43,6 +45,7 @@ impl Default for Settings {
             probe_period: Duration::from_secs(10),
             member_timeout: Duration::from_secs(10),
             work_workers: 4,
+            taints: crate::taints::TaintOptions::default(),
         }
     }
 }

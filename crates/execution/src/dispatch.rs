@@ -28,7 +28,9 @@ use crate::metrics::metrics;
 use crate::overrides::{
     OverrideInputs, applied_condition, current_policies, detector_managed, recorded_policies,
 };
-use crate::status::{aggregated_items, fully_applied, merge_patch_diff, per_cluster_statuses};
+use crate::status::{
+    aggregated_items, fully_applied, merge_patch_diff, per_cluster_statuses, stamp_health_transitions,
+};
 use crate::works::{BINDING_FINALIZER, BindingKind, BindingView, DesiredWork, WORK_FINALIZER, plan_works};
 use flotilla_overrides::{
     APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION, ClusterFacts, RuleFailure,
@@ -268,7 +270,21 @@ async fn reconcile_locked(
                     .as_ref()
                     .and_then(|a| a.get(TRACE_PARENT_ANNOTATION).cloned())
             });
-            for desired in &plan.upsert {
+            if let Some(cluster) = &plan.waiting_for {
+                // The Work's deletion event brings the binding back.
+                tracing::info!(
+                    binding = %key,
+                    cluster = %cluster,
+                    "the binding was evicted from a cluster with purgeMode Directly: its other \
+                     Works wait until the Work there is gone"
+                );
+            }
+            let upserts: &[DesiredWork] = if plan.waiting_for.is_some() {
+                &[]
+            } else {
+                &plan.upsert
+            };
+            for desired in upserts {
                 let current = existing.get(&desired.cluster);
                 if needs_write(current.map(Arc::as_ref), desired) {
                     apply_work(ctx, desired, traceparent.as_deref()).await?;
@@ -307,8 +323,23 @@ async fn reconcile_locked(
                     ));
                 }
             }
+            for cluster in &plan.keep_evicting {
+                if let Some(work) = existing.get(cluster) {
+                    outcome.works.push(format!(
+                        "{}/{}",
+                        work.namespace().unwrap_or_default(),
+                        work.name_any()
+                    ));
+                }
+            }
             for cluster in &plan.delete {
                 if let Some(work) = existing.get(cluster) {
+                    if binding.spec.eviction_task(cluster).is_some()
+                        && work.metadata.deletion_timestamp.is_none()
+                    {
+                        metrics().purged(cluster);
+                        tracing::info!(binding = %key, cluster = %cluster, "purging the copy of an evicted cluster");
+                    }
                     delete_work(ctx, work).await?;
                     wrote_works = true;
                 }
@@ -674,8 +705,9 @@ async fn write_status(
 ) -> Result<(), ExecutionError> {
     let targets: Vec<String> = binding.spec.cluster_names().map(str::to_owned).collect();
     let works: BTreeMap<String, &Work> = existing.iter().map(|(c, w)| (c.clone(), w.as_ref())).collect();
-    let items = aggregated_items(&targets, &works);
+    let mut items = aggregated_items(&targets, &works);
     let mut status = binding.status.clone().unwrap_or_default();
+    stamp_health_transitions(&mut items, &status.aggregated_status, Timestamp::now());
     let mut changed = false;
     if scheduled {
         let (applied, reason, message) = fully_applied(&items);

@@ -10,6 +10,8 @@
 //! | `flotilla_execution_reconcile_total` | `controller`, `result` | reconciles by controller (`binding`, `work`, `namespace`) and result |
 //! | `flotilla_execution_reconcile_duration_seconds` | `controller` | reconcile latency |
 //! | `flotilla_execution_owned_clusters` | | member clusters this replica owns (sharding) |
+//! | `flotilla_execution_evicted_works_purged_total` | `cluster` | Works of clusters a binding was evicted from, deleted by failover |
+//! | `flotilla_execution_cluster_failover_taint` | `cluster`, `effect` | 1 while the cluster carries a failover taint (`not-ready`/`unreachable`) of that effect |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -36,6 +38,12 @@ struct ErrorLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClusterLabels {
     cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaintLabels {
+    cluster: String,
+    effect: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,6 +78,8 @@ pub struct Metrics {
     reconciles: Family<ReconcileLabels, Counter>,
     reconcile_duration: HistogramFamily<ControllerLabels>,
     owned_clusters: Gauge,
+    purged: Family<ClusterLabels, Counter>,
+    failover_taints: Family<TaintLabels, Gauge>,
 }
 
 /// The process-wide metrics, registered on first use.
@@ -84,6 +94,8 @@ pub fn metrics() -> &'static Metrics {
             reconciles: Family::default(),
             reconcile_duration: HistogramFamily::new_with_constructor(latency_histogram),
             owned_clusters: Gauge::default(),
+            purged: Family::default(),
+            failover_taints: Family::default(),
         };
         register(
             "execution_owned_clusters",
@@ -119,6 +131,16 @@ pub fn metrics() -> &'static Metrics {
             "execution_reconcile_duration_seconds",
             "Reconcile latency by controller",
             metrics.reconcile_duration.clone(),
+        );
+        register(
+            "execution_evicted_works_purged",
+            "Works of clusters a binding was evicted from, deleted by failover (purge), by cluster",
+            metrics.purged.clone(),
+        );
+        register(
+            "execution_cluster_failover_taint",
+            "1 while the cluster carries a failover taint (cluster.karmada.io/not-ready or unreachable) of the effect, by cluster and effect",
+            metrics.failover_taints.clone(),
         );
         metrics
     })
@@ -181,5 +203,24 @@ impl Metrics {
                 controller: controller.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts the Work of an evicted cluster deleted by failover.
+    pub fn purged(&self, cluster: &str) {
+        self.purged
+            .get_or_create(&ClusterLabels {
+                cluster: cluster.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets whether `cluster` carries a failover taint with `effect`.
+    pub fn set_failover_taint(&self, cluster: &str, effect: &str, tainted: bool) {
+        self.failover_taints
+            .get_or_create(&TaintLabels {
+                cluster: cluster.to_owned(),
+                effect: effect.to_owned(),
+            })
+            .set(i64::from(tainted));
     }
 }

@@ -70,6 +70,43 @@ pub struct Args {
     /// and namespaces).
     #[command(flatten)]
     pub membership: MembershipArgs,
+    /// Feature gates, Karmada's syntax: `Failover=true|false` (default true) taints clusters
+    /// that stay not ready for `--failover-eviction-timeout` with `NoExecute`.
+    #[arg(long, default_value = "")]
+    pub feature_gates: FeatureGates,
+    /// How long a cluster's `Ready` condition must be `False` (or `Unknown`) before it gets
+    /// the `NoExecute` failover taint (e.g. `30s`, `5m`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub failover_eviction_timeout: Duration,
+}
+
+/// Name of the gate that turns automatic `NoExecute` taints on and off.
+pub const FAILOVER_GATE: &str = "Failover";
+
+/// Execution's feature gates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `Failover`: taint clusters not ready for `--failover-eviction-timeout` with `NoExecute`
+    /// (Karmada v1.13's behaviour; on by default, see `docs/failover.md`).
+    pub failover: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self { failover: true }
+    }
+}
+
+impl std::str::FromStr for FeatureGates {
+    type Err = flotilla_runtime::feature_gates::FeatureGateError;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let defaults = FeatureGates::default();
+        let gates = flotilla_runtime::feature_gates::parse(spec, &[(FAILOVER_GATE, defaults.failover)])?;
+        Ok(FeatureGates {
+            failover: gates.get(FAILOVER_GATE).copied().unwrap_or(defaults.failover),
+        })
+    }
 }
 
 /// The membership group of execution replicas (Lease name prefix and label value).
@@ -111,6 +148,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         grpc = %args.grpc_addr,
         ops = %ops,
         apply_once_only = %args.apply_once_only,
+        failover = args.feature_gates.failover,
+        failover_eviction_timeout = ?args.failover_eviction_timeout,
         "flotilla-execution starting"
     );
 
@@ -120,6 +159,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         probe_period: args.cluster_probe_period,
         member_timeout: args.member_timeout,
         work_workers: args.work_workers.max(1),
+        taints: crate::taints::TaintOptions {
+            no_execute: args.feature_gates.failover,
+            eviction_timeout: args.failover_eviction_timeout,
+        },
     };
     let timings = args.membership.timings().map_err(anyhow::Error::msg)?;
     let listener = flotilla_runtime::grpc::GrpcListener::bind(args.grpc_addr).await?;
@@ -386,5 +429,33 @@ mod tests {
         assert_eq!(args.resync_period, Duration::from_secs(30));
         assert_eq!(args.kube.context.as_deref(), Some("control-plane"));
         assert!(Args::try_parse_from(["flotilla-execution", "--apply-once-only", "sometimes"]).is_err());
+    }
+
+    #[test]
+    fn failover_flags() {
+        let args = Args::try_parse_from(["flotilla-execution"]).unwrap();
+        assert!(args.feature_gates.failover, "on by default");
+        assert_eq!(
+            args.failover_eviction_timeout,
+            Duration::from_secs(300),
+            "Karmada's 5 minutes"
+        );
+        let args = Args::try_parse_from([
+            "flotilla-execution",
+            "--feature-gates",
+            "Failover=false",
+            "--failover-eviction-timeout",
+            "30s",
+        ])
+        .unwrap();
+        assert!(!args.feature_gates.failover);
+        assert_eq!(args.failover_eviction_timeout, Duration::from_secs(30));
+        let error = Args::try_parse_from(["flotilla-execution", "--feature-gates", "PropagateDeps=true"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("unknown feature gate \"PropagateDeps\"; known gates: Failover"),
+            "{error}"
+        );
     }
 }

@@ -81,6 +81,7 @@ pub fn aggregated_items(targets: &[String], works: &BTreeMap<String, &Work>) -> 
                     applied,
                     applied_message: if applied { None } else { message },
                     health: manifest.and_then(|m| m.health.clone()),
+                    last_health_transition_time: None,
                 }
             }
             None => AggregatedStatusItem {
@@ -89,9 +90,30 @@ pub fn aggregated_items(targets: &[String], works: &BTreeMap<String, &Work>) -> 
                 applied: false,
                 applied_message: Some("the Work does not exist yet".to_owned()),
                 health: None,
+                last_health_transition_time: None,
             },
         })
         .collect()
+}
+
+/// Gives each item its `lastHealthTransitionTime`: the previous item's (same cluster) when the
+/// health did not change and a time was recorded, `now` when it changed or none was; none for
+/// an item without health. Application failover counts `tolerationSeconds` from it, so it is
+/// kept in the API, never in memory.
+pub fn stamp_health_transitions(
+    items: &mut [AggregatedStatusItem],
+    previous: &[AggregatedStatusItem],
+    now: k8s_openapi::jiff::Timestamp,
+) {
+    for item in items {
+        item.last_health_transition_time = item.health.as_ref().map(|health| {
+            previous
+                .iter()
+                .find(|p| p.cluster_name == item.cluster_name && p.health.as_ref() == Some(health))
+                .and_then(|p| p.last_health_transition_time.clone())
+                .unwrap_or(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now))
+        });
+    }
 }
 
 /// The binding's `FullyApplied` condition as `(status, reason, message)`.
@@ -347,5 +369,49 @@ mod tests {
             merge_patch_diff(&json!({"a": {"x": 1}}), &json!({"a": 5})),
             json!({"a": 5})
         );
+    }
+
+    #[test]
+    fn health_transition_times_move_only_with_the_health() {
+        let at = |s: i64| Time(Timestamp::from_second(s).unwrap());
+        let item = |cluster: &str, health: Option<ResourceHealth>, since: Option<i64>| AggregatedStatusItem {
+            cluster_name: cluster.into(),
+            applied: true,
+            health,
+            last_health_transition_time: since.map(at),
+            ..Default::default()
+        };
+        let previous = vec![
+            item("m1", Some(ResourceHealth::Healthy), Some(10)),
+            item("m2", Some(ResourceHealth::Healthy), Some(10)),
+            item("m3", Some(ResourceHealth::Unhealthy), None),
+        ];
+        let mut items = vec![
+            item("m1", Some(ResourceHealth::Healthy), None),
+            item("m2", Some(ResourceHealth::Unhealthy), None),
+            item("m3", Some(ResourceHealth::Unhealthy), None),
+            item("m4", Some(ResourceHealth::Unknown), None),
+            item("m5", None, Some(3)),
+        ];
+        let now = Timestamp::from_second(50).unwrap();
+        stamp_health_transitions(&mut items, &previous, now);
+        let times: Vec<Option<Time>> = items
+            .iter()
+            .map(|i| i.last_health_transition_time.clone())
+            .collect();
+        assert_eq!(
+            times,
+            vec![
+                Some(at(10)), // unchanged: kept
+                Some(at(50)), // changed: now
+                Some(at(50)), // unchanged but never recorded (older execution): now
+                Some(at(50)), // new cluster: now
+                None,         // no health, no time
+            ]
+        );
+        // Stamping again changes nothing, so an unchanged status is not written again.
+        let again = items.clone();
+        stamp_health_transitions(&mut items, &again, Timestamp::from_second(99).unwrap());
+        assert_eq!(items, again);
     }
 }

@@ -5,6 +5,13 @@
 //! into `Work.spec.suspendDispatching`. A suspended cluster's Work keeps being updated with the
 //! latest desired state (users inspect it; seed Story 4), and a Work whose cluster left the
 //! placement while that cluster is suspended is kept until dispatching resumes.
+//!
+//! Failover: a cluster the binding is being evicted from (`spec.gracefulEvictionTasks`) keeps
+//! its Work, as it is, while the task lasts, unless the task's purge mode is `Directly` (or
+//! `Immediately`): then the Work is deleted at once, and, as in Karmada ("delete the old ones
+//! first, then create the new ones"), no Work of the binding is created or updated until it is
+//! gone. Suspension wins over both: a suspended cluster's Work is kept, and does not hold the
+//! others back.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,6 +142,12 @@ pub struct WorkPlan {
     pub keep_suspended: Vec<String>,
     /// Clusters whose Work is deleted.
     pub delete: Vec<String>,
+    /// Clusters whose existing Work stays as it is while the binding is evicted from them
+    /// (an eviction task whose purge mode keeps the old copy for now).
+    pub keep_evicting: Vec<String>,
+    /// A cluster evicted with purge mode `Directly` whose Work still exists: `upsert` must wait
+    /// until it is gone.
+    pub waiting_for: Option<String>,
     /// Whether any override policy is in effect for the binding.
     pub overrides_in_effect: bool,
     /// Override rules skipped because they failed, by cluster.
@@ -226,9 +239,15 @@ pub fn plan_works(
         });
     }
     for cluster in existing.difference(&targeted) {
+        let task = spec.eviction_task(cluster);
         if suspension.is_suspended(cluster) {
             plan.keep_suspended.push(cluster.clone());
+        } else if task.is_some_and(|t| !t.purge_mode().is_directly()) {
+            plan.keep_evicting.push(cluster.clone());
         } else {
+            if task.is_some() && plan.waiting_for.is_none() {
+                plan.waiting_for = Some(cluster.clone());
+            }
             plan.delete.push(cluster.clone());
         }
     }
@@ -330,6 +349,106 @@ mod tests {
 
     fn existing(list: &[&str]) -> BTreeSet<String> {
         list.iter().map(|c| (*c).to_owned()).collect()
+    }
+
+    fn evicted_from(cluster: &str, purge: &str) -> flotilla_api::GracefulEvictionTask {
+        flotilla_api::GracefulEvictionTask {
+            from_cluster: cluster.into(),
+            purge_mode: Some(flotilla_api::policy::PurgeMode::from(purge)),
+            reason: "TaintUntolerated".into(),
+            producer: "TaintManager".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn evicted_clusters_keep_or_purge_their_work_by_purge_mode() {
+        for (purge, kept) in [
+            ("Gracefully", true),
+            ("Graciously", true),
+            ("Never", true),
+            ("Directly", false),
+            ("Immediately", false),
+        ] {
+            let spec = ResourceBindingSpec {
+                replicas: 5,
+                clusters: clusters(&[("member2", 5)]),
+                graceful_eviction_tasks: vec![evicted_from("member1", purge)],
+                ..Default::default()
+            };
+            let plan = plan_works(
+                &view(&spec),
+                &template(),
+                &existing(&["member1", "member2", "member3"]),
+                &OverrideInputs::default(),
+            )
+            .unwrap();
+            assert_eq!(plan.upsert.len(), 1, "{purge}");
+            // member3 left the placement without eviction: deleted as ever.
+            if kept {
+                assert_eq!(plan.keep_evicting, vec!["member1".to_owned()], "{purge}");
+                assert_eq!(plan.delete, vec!["member3".to_owned()], "{purge}");
+                assert_eq!(plan.waiting_for, None, "{purge}");
+            } else {
+                assert!(plan.keep_evicting.is_empty(), "{purge}");
+                assert_eq!(
+                    plan.delete,
+                    vec!["member1".to_owned(), "member3".to_owned()],
+                    "{purge}"
+                );
+                assert_eq!(
+                    plan.waiting_for.as_deref(),
+                    Some("member1"),
+                    "{purge}: the rest waits"
+                );
+            }
+        }
+        // Once the Directly copy is gone, nothing waits.
+        let spec = ResourceBindingSpec {
+            clusters: clusters(&[("member2", 0)]),
+            graceful_eviction_tasks: vec![evicted_from("member1", "Directly")],
+            ..Default::default()
+        };
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&["member2"]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.waiting_for, None);
+        assert!(plan.delete.is_empty());
+    }
+
+    #[test]
+    fn suspension_wins_over_failover() {
+        for purge in ["Gracefully", "Directly", "Never"] {
+            let spec = ResourceBindingSpec {
+                clusters: clusters(&[("member2", 0)]),
+                graceful_eviction_tasks: vec![evicted_from("member1", purge)],
+                suspension: Some(Suspension {
+                    dispatching_on_clusters: Some(SuspendClusters {
+                        cluster_names: vec!["member1".into()],
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let plan = plan_works(
+                &view(&spec),
+                &template(),
+                &existing(&["member1"]),
+                &OverrideInputs::default(),
+            )
+            .unwrap();
+            assert_eq!(plan.keep_suspended, vec!["member1".to_owned()], "{purge}");
+            assert!(plan.delete.is_empty() && plan.keep_evicting.is_empty(), "{purge}");
+            assert_eq!(
+                plan.waiting_for, None,
+                "{purge}: a suspended copy holds nothing back"
+            );
+            assert_eq!(plan.upsert.len(), 1, "{purge}");
+        }
     }
 
     #[test]

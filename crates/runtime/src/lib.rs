@@ -6,6 +6,7 @@
 //! - [`KubeArgs`] and [`kube_client`]: `--kubeconfig`/`--context`, falling back to in-cluster
 //!   configuration;
 //! - [`api_probe`]: the `control-plane` readiness check (does the API answer);
+//! - [`feature_gates`]: parsing `--feature-gates` (Karmada's `Name=bool,...`);
 //! - [`shutdown_token`]: a cancellation token fired by SIGTERM or SIGINT;
 //! - [`ops`]: the HTTP endpoint for Prometheus metrics, liveness and readiness;
 //! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health;
@@ -17,6 +18,7 @@
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues.
 
 pub mod api_probe;
+pub mod feature_gates;
 pub mod grpc;
 pub mod leader;
 pub mod lease;

@@ -7,12 +7,12 @@ use flotilla_api::Cluster;
 use flotilla_api::well_known::conditions;
 use k8s_openapi::api::core::v1::Taint;
 
-/// Taint key Karmada's cluster controller puts on a cluster whose `Ready` condition is not
-/// `True`. flotilla treats a cluster that is not ready as carrying it (effect `NoSchedule`), so
-/// placements can tolerate it exactly as they would in Karmada.
-pub const NOT_READY_TAINT_KEY: &str = "cluster.karmada.io/not-ready";
-/// Taint key Karmada's cluster controller puts on a cluster whose readiness is unknown.
-pub const UNREACHABLE_TAINT_KEY: &str = "cluster.karmada.io/unreachable";
+/// Taint key execution puts on a cluster whose `Ready` condition is `False` (Karmada's). A
+/// cluster that is not ready and does not carry a readiness taint yet counts as carrying it
+/// (effect `NoSchedule`), so placements can tolerate it exactly as they would in Karmada.
+pub use flotilla_api::well_known::NOT_READY_TAINT_KEY;
+/// Taint key execution puts on a cluster whose readiness is unknown (Karmada's).
+pub use flotilla_api::well_known::UNREACHABLE_TAINT_KEY;
 
 /// A resource kind a member cluster serves (`status.apiEnablements`), e.g. `apps/v1` +
 /// `Deployment`.

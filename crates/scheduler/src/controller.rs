@@ -42,13 +42,21 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// this replica's stale view then overwrote), or may not show in the inventory at all.
 const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
 
-/// When a watch-triggered binding is looked at again without events.
+/// How long after a failover deadline the binding is looked at: the deadline must have passed
+/// when it is (a check a moment early would find nothing due and wait for the resync).
+const DEADLINE_SLACK: Duration = Duration::from_millis(100);
+
+/// When a watch-triggered binding is looked at again without events: soon when it is
+/// unschedulable, at its next failover deadline (toleration, grace period), else at the resync.
 fn next_attempt(report: &crate::reconcile::Report) -> Duration {
-    if report.unschedulable.is_some() {
+    let regular = if report.unschedulable.is_some() {
         UNSCHEDULABLE_RETRY
     } else {
         RESYNC
-    }
+    };
+    report
+        .next_check
+        .map_or(regular, |due| regular.min(due + DEADLINE_SLACK))
 }
 
 /// A running controller for one binding kind.
@@ -171,6 +179,15 @@ fn report_queues<A: BindingObject, B: BindingObject>(a: &Running<A>, b: &Running
     }
 }
 
+/// Counts the eviction tasks in the bindings of `store`.
+pub fn count_eviction_tasks<K: BindingObject>(store: &Store<K>) -> usize {
+    store
+        .state()
+        .iter()
+        .map(|b| b.binding_spec().graceful_eviction_tasks.len())
+        .sum()
+}
+
 /// Counts the bindings in `stores` whose `Scheduled` condition is `False`.
 pub fn count_unschedulable<K: BindingObject>(store: &Store<K>) -> usize {
     store
@@ -196,6 +213,7 @@ pub async fn report<A: BindingObject, B: BindingObject>(
             () = shutdown.cancelled() => return,
             _ = tick.tick() => {
                 metrics().set_unschedulable(count_unschedulable(&a.store) + count_unschedulable(&b.store));
+                metrics().set_eviction_tasks(count_eviction_tasks(&a.store) + count_eviction_tasks(&b.store));
                 report_queues(a, b);
             }
         }
@@ -214,7 +232,20 @@ mod tests {
             observed_generation: Some(1),
             generation: 1,
             unschedulable: unschedulable.map(str::to_owned),
+            next_check: None,
         }
+    }
+
+    #[test]
+    fn failover_deadlines_bring_bindings_back_in_time() {
+        let mut due = report(None);
+        due.next_check = Some(Duration::from_secs(30));
+        assert_eq!(next_attempt(&due), Duration::from_secs(30) + DEADLINE_SLACK);
+        due.unschedulable = Some("0/3 clusters are available".into());
+        assert_eq!(next_attempt(&due), UNSCHEDULABLE_RETRY);
+        due.next_check = Some(Duration::from_secs(3600));
+        due.unschedulable = None;
+        assert_eq!(next_attempt(&due), RESYNC);
     }
 
     #[test]

@@ -21,21 +21,27 @@
 //!   `status.lastScheduledTime`; a successful schedule then records `lastScheduledTime`, which
 //!   consumes the request.
 //! - Nothing is written when nothing changed: [`status_after`] returns `None` then.
+//! - Failover ([`crate::failover`]) runs first: clusters evicted now leave the previous result
+//!   and get an eviction task, finished tasks are dropped, and scheduling never chooses a
+//!   cluster that has a task. `spec.clusters` and `spec.gracefulEvictionTasks` are written
+//!   together ([`spec_patch`]).
 
 use flotilla_api::conditions;
 use flotilla_api::well_known::{conditions::SCHEDULED, reasons};
+use flotilla_api::work::GracefulEvictionTask;
 use flotilla_api::{ResourceBindingSpec, ResourceBindingStatus, TargetCluster};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
+use crate::failover::{Eviction, FailoverContext, FailoverPlan, FinishedTask, plan_failover};
 use crate::{ApiKind, ClusterView, ScheduleError, ScheduleInput, ScheduleResult, schedule, union_clusters};
 
 /// The `Scheduled=True` message (Karmada's wording).
 pub const SCHEDULED_MESSAGE: &str = "Binding has been scheduled successfully.";
 
 /// The scheduling decision for one binding.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
     /// The result, or why there is none. For attached bindings the clusters are the union.
     pub outcome: Result<ScheduleResult, ScheduleError>,
@@ -46,12 +52,26 @@ pub struct Decision {
     pub settles: bool,
     /// The pending reschedule request (`spec.rescheduleTriggeredAt`), when one is served.
     pub reschedule: Option<Timestamp>,
+    /// What `spec.gracefulEvictionTasks` should hold.
+    pub tasks: Vec<GracefulEvictionTask>,
+    /// Clusters evicted by this decision.
+    pub evicted: Vec<Eviction>,
+    /// Eviction tasks this decision ends.
+    pub finished: Vec<FinishedTask>,
+    /// When a failover deadline (a toleration, a grace period) comes, from now: the binding
+    /// must be looked at again by then.
+    pub next_check: Option<std::time::Duration>,
 }
 
 impl Decision {
     /// Whether `spec.clusters` must be written.
     pub fn changes_clusters(&self, spec: &ResourceBindingSpec) -> bool {
         self.clusters != spec.clusters
+    }
+
+    /// Whether the spec must be written: `spec.clusters` or `spec.gracefulEvictionTasks`.
+    pub fn changes_spec(&self, spec: &ResourceBindingSpec) -> bool {
+        self.changes_clusters(spec) || self.tasks != spec.graceful_eviction_tasks
     }
 }
 
@@ -68,12 +88,33 @@ pub fn reschedule_requested(
     }
 }
 
-/// Decides `spec.clusters` for a binding with `spec` and `status` over `clusters`.
+/// Decides `spec.clusters` for a binding with `spec` and `status` over `clusters`, without
+/// failover decisions (eviction tasks are kept as they are, and their clusters avoided).
 pub fn decide(
     spec: &ResourceBindingSpec,
     status: Option<&ResourceBindingStatus>,
     clusters: &[ClusterView],
 ) -> Decision {
+    decide_with(spec, status, clusters, None)
+}
+
+/// Decides `spec.clusters` and `spec.gracefulEvictionTasks` for a binding with `spec` and
+/// `status` over `clusters`; `failover` (when given) evicts clusters and ends tasks first.
+pub fn decide_with(
+    spec: &ResourceBindingSpec,
+    status: Option<&ResourceBindingStatus>,
+    clusters: &[ClusterView],
+    failover: Option<&FailoverContext<'_>>,
+) -> Decision {
+    let failover = match failover {
+        Some(ctx) => plan_failover(spec, status, clusters, ctx),
+        None => FailoverPlan {
+            clusters: spec.clusters.clone(),
+            tasks: spec.graceful_eviction_tasks.clone(),
+            ..FailoverPlan::default()
+        },
+    };
+    let evicting: Vec<String> = failover.tasks.iter().map(|t| t.from_cluster.clone()).collect();
     let reschedule = reschedule_requested(spec, status);
     let resource = (!spec.resource.api_version.is_empty() && !spec.resource.kind.is_empty())
         .then(|| ApiKind::new(spec.resource.api_version.clone(), spec.resource.kind.clone()));
@@ -81,7 +122,8 @@ pub fn decide(
         schedule(&ScheduleInput {
             placement,
             replicas: spec.replicas,
-            previous: &spec.clusters,
+            previous: &failover.clusters,
+            evicting: &evicting,
             observed_affinity: status.and_then(|s| s.scheduler_observed_affinity_name.as_deref()),
             clusters,
             resource: resource.as_ref(),
@@ -90,13 +132,15 @@ pub fn decide(
         })
     });
     let attached = !spec.required_by.is_empty();
+    // The previous result, less the clusters evicted now.
+    let previous = &failover.clusters;
     let (outcome, clusters) = match (attached, own) {
         (false, None) => {
             let error = ScheduleError::unschedulable(
                 "spec.placement is not set and no binding requires this one (spec.requiredBy is \
                  empty): the detector writes the placement of the policy that claims the resource",
             );
-            (Err(error), spec.clusters.clone())
+            (Err(error), previous.clone())
         }
         (false, Some(Ok(result))) => {
             let clusters = result.clusters.clone();
@@ -106,7 +150,7 @@ pub fn decide(
             let clusters = if error.clears_result() {
                 Vec::new()
             } else {
-                spec.clusters.clone()
+                previous.clone()
             };
             (Err(error), clusters)
         }
@@ -127,11 +171,7 @@ pub fn decide(
             (Ok(result), clusters)
         }
         (true, Some(Err(error))) => {
-            let own: &[TargetCluster] = if error.clears_result() {
-                &[]
-            } else {
-                &spec.clusters
-            };
+            let own: &[TargetCluster] = if error.clears_result() { &[] } else { previous };
             (Err(error), union_clusters(own, &spec.required_by))
         }
     };
@@ -144,6 +184,10 @@ pub fn decide(
         clusters,
         settles,
         reschedule,
+        tasks: failover.tasks,
+        evicted: failover.evicted,
+        finished: failover.finished,
+        next_check: failover.next_check,
     }
 }
 
@@ -212,6 +256,23 @@ pub fn clusters_patch(resource_version: &str, clusters: &[TargetCluster]) -> Val
         "metadata": {"resourceVersion": resource_version},
         "spec": {"clusters": clusters},
     })
+}
+
+/// The JSON merge patch writing the scheduler's spec fields, `spec.clusters` and
+/// `spec.gracefulEvictionTasks`, conditional on `resource_version`; empty lists remove the
+/// fields.
+pub fn spec_patch(
+    resource_version: &str,
+    clusters: &[TargetCluster],
+    tasks: &[GracefulEvictionTask],
+) -> Value {
+    let mut patch = clusters_patch(resource_version, clusters);
+    patch["spec"]["gracefulEvictionTasks"] = if tasks.is_empty() {
+        Value::Null
+    } else {
+        json!(tasks)
+    };
+    patch
 }
 
 /// The JSON merge patch writing the scheduler's status fields of `status` (and the whole
@@ -603,5 +664,157 @@ mod tests {
             patch["status"].get("aggregatedStatus").is_none(),
             "execution's field is not touched"
         );
+    }
+
+    // ---- failover -------------------------------------------------------------------------
+
+    fn no_execute(cluster: &str) -> ClusterView {
+        ClusterView {
+            taints: vec![k8s_openapi::api::core::v1::Taint {
+                key: flotilla_api::well_known::NOT_READY_TAINT_KEY.into(),
+                value: None,
+                effect: "NoExecute".into(),
+                time_added: Some(Time(ts(0))),
+            }],
+            ready: false,
+            ..ClusterView::new(cluster)
+        }
+    }
+
+    fn failover(options: &crate::failover::FailoverOptions) -> FailoverContext<'_> {
+        FailoverContext {
+            options,
+            generation: Some(2),
+            lazy: false,
+            application_producer: "p",
+            now: ts(100),
+        }
+    }
+
+    fn one_of(names: &[&str]) -> Placement {
+        Placement {
+            spread_constraints: vec![flotilla_api::policy::SpreadConstraint {
+                spread_by_field: Some(flotilla_api::policy::SpreadFieldValue::Cluster),
+                max_groups: Some(1),
+                min_groups: Some(1),
+                ..Default::default()
+            }],
+            ..duplicated(names)
+        }
+    }
+
+    #[test]
+    fn an_evicted_cluster_is_replaced_in_the_same_decision() {
+        let options = crate::failover::FailoverOptions::default();
+        let mut spec = spec(Some(one_of(&["m1", "m2"])), 2);
+        spec.clusters = vec![t("m1", 2)];
+        let inventory = vec![no_execute("m1"), ClusterView::new("m2")];
+        let decision = decide_with(&spec, None, &inventory, Some(&failover(&options)));
+        assert_eq!(decision.clusters, vec![t("m2", 2)]);
+        assert_eq!(decision.tasks.len(), 1);
+        assert_eq!(decision.tasks[0].from_cluster, "m1");
+        assert_eq!(decision.evicted.len(), 1);
+        assert!(decision.settles);
+        assert!(decision.changes_spec(&spec));
+        let patch = spec_patch("7", &decision.clusters, &decision.tasks);
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["spec"]["clusters"], json!([{"name": "m2", "replicas": 2}]));
+        assert_eq!(patch["spec"]["gracefulEvictionTasks"][0]["fromCluster"], "m1");
+        assert_eq!(
+            patch["spec"]["gracefulEvictionTasks"][0]["purgeMode"],
+            "Gracefully"
+        );
+        assert_eq!(
+            patch["spec"]["gracefulEvictionTasks"][0]["producer"],
+            "TaintManager"
+        );
+
+        // Written back: the next decision changes nothing, even once m1 is healthy again, as
+        // long as its task lasts.
+        spec.clusters = decision.clusters.clone();
+        spec.graceful_eviction_tasks = decision.tasks.clone();
+        for m1 in [no_execute("m1"), ClusterView::new("m1")] {
+            let inventory = vec![m1, ClusterView::new("m2")];
+            let again = decide_with(&spec, None, &inventory, Some(&failover(&options)));
+            assert!(!again.changes_spec(&spec), "{again:?}");
+        }
+        // Without failover (decide), tasks are kept and their clusters still avoided.
+        let plain = decide(&spec, None, &[ClusterView::new("m1"), ClusterView::new("m2")]);
+        assert!(!plain.changes_spec(&spec));
+        let empty = spec_patch("7", &[], &[]);
+        assert_eq!(
+            empty["spec"],
+            json!({"clusters": null, "gracefulEvictionTasks": null})
+        );
+    }
+
+    #[test]
+    fn divided_replicas_move_to_the_remaining_clusters() {
+        let options = crate::failover::FailoverOptions::default();
+        let placement = Placement {
+            replica_scheduling: Some(ReplicaSchedulingStrategy {
+                replica_scheduling_type: Some(ReplicaSchedulingType::Divided),
+                ..Default::default()
+            }),
+            ..duplicated(&["m1", "m2"])
+        };
+        let mut spec = spec(Some(placement), 3);
+        spec.clusters = vec![t("m1", 2), t("m2", 1)];
+        let inventory = vec![no_execute("m1"), ClusterView::new("m2")];
+        let decision = decide_with(&spec, None, &inventory, Some(&failover(&options)));
+        assert_eq!(decision.clusters, vec![t("m2", 3)]);
+        assert_eq!(decision.tasks[0].replicas, Some(2));
+    }
+
+    #[test]
+    fn an_evicted_cluster_is_never_chosen_while_its_task_lasts() {
+        let options = crate::failover::FailoverOptions::default();
+        let mut spec = spec(Some(duplicated(&["m1"])), 1);
+        spec.clusters = vec![t("m1", 1)];
+        let inventory = vec![no_execute("m1")];
+        let decision = decide_with(&spec, None, &inventory, Some(&failover(&options)));
+        // Nothing else fits: the result is emptied, the task kept (the old copy stays).
+        assert!(decision.clusters.is_empty());
+        assert_eq!(decision.tasks.len(), 1);
+        let error = decision.outcome.unwrap_err();
+        assert_eq!(error.reason, ScheduleErrorReason::NoClusterFit);
+        assert_eq!(
+            error.message,
+            "0/1 clusters are available: 1 cluster(s) is in the process of eviction."
+        );
+    }
+
+    #[test]
+    fn lazy_bindings_stay_but_gone_clusters_still_leave() {
+        let options = crate::failover::FailoverOptions::default();
+        let mut spec = spec(Some(duplicated(&["m1", "m2"])), 1);
+        spec.clusters = vec![t("m1", 1), t("m2", 1)];
+        let lazy = FailoverContext {
+            lazy: true,
+            ..failover(&options)
+        };
+        let inventory = vec![no_execute("m1"), ClusterView::new("m2")];
+        let decision = decide_with(&spec, None, &inventory, Some(&lazy));
+        assert_eq!(
+            decision.clusters, spec.clusters,
+            "a failed cluster keeps its placement"
+        );
+        assert!(decision.tasks.is_empty());
+        // m1 deleted (or being deleted): it is gone from the result, Lazy or not.
+        let deleting = ClusterView {
+            deleting: true,
+            ..no_execute("m1")
+        };
+        for inventory in [
+            vec![ClusterView::new("m2")],
+            vec![deleting, ClusterView::new("m2")],
+        ] {
+            let decision = decide_with(&spec, None, &inventory, Some(&lazy));
+            assert_eq!(decision.clusters, vec![t("m2", 1)]);
+            assert!(
+                decision.tasks.is_empty(),
+                "leaving a gone cluster is not an eviction"
+            );
+        }
     }
 }

@@ -6,6 +6,8 @@
 //! (Karmada builds its plugin list from a Go map, so its order is arbitrary):
 //!
 //! 1. a cluster being deleted is never chosen (`findClustersThatFit` in `generic_scheduler.go`);
+//!    nor is one the binding is being evicted from (`ClusterEviction`: it has a
+//!    `spec.gracefulEvictionTasks` entry);
 //! 2. `ClusterAffinity`: the cluster must match the affinity in force;
 //! 3. `TaintToleration`: every `NoSchedule`/`NoExecute` taint must be tolerated by
 //!    `placement.clusterTolerations`, a cluster that is not ready counting as tainted
@@ -34,6 +36,8 @@ use crate::strategy::{SpreadBy, SpreadPlan};
 
 /// Reason for a cluster being deleted.
 const REASON_DELETING: &str = "cluster(s) were being deleted";
+/// Reason for a cluster the binding is being evicted from (Karmada's wording).
+const REASON_EVICTING: &str = "cluster(s) is in the process of eviction";
 /// Reason for a cluster outside the affinity (Karmada's wording).
 const REASON_AFFINITY: &str = "cluster(s) did not match the placement cluster affinity constraint";
 /// Reason for a cluster without the resource's API (Karmada's wording).
@@ -49,6 +53,8 @@ pub(crate) struct FilterContext<'a> {
     pub spread: &'a SpreadPlan,
     /// Names of the clusters in the previous result.
     pub previous: &'a BTreeSet<&'a str>,
+    /// Clusters the binding is being evicted from.
+    pub evicting: &'a [String],
     /// The resource's kind, when API enablement is checked.
     pub resource: Option<&'a ApiKind>,
 }
@@ -91,6 +97,9 @@ fn fit_error_message(total: usize, reasons: &BTreeMap<String, usize>) -> String 
 fn rejection(cluster: &ClusterView, ctx: &FilterContext<'_>) -> Option<String> {
     if cluster.deleting {
         return Some(REASON_DELETING.to_owned());
+    }
+    if ctx.evicting.contains(&cluster.name) {
+        return Some(REASON_EVICTING.to_owned());
     }
     if let Some(affinity) = ctx.affinity
         && !cluster_matches(cluster, affinity)

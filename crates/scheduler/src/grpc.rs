@@ -102,6 +102,7 @@ mod tests {
             observed_generation: Some(2),
             generation: 2,
             unschedulable: None,
+            next_check: None,
         };
         let answer = response(&report);
         assert_eq!(answer.outcome, v1::Outcome::Done as i32);
@@ -132,6 +133,7 @@ mod tests {
                 observed_generation: None,
                 generation: 0,
                 unschedulable: None,
+                next_check: None,
             };
             assert_eq!(response(&report).outcome, expected as i32);
         }

@@ -30,7 +30,7 @@
 //! 1. filtering (`filter.rs`, matching in `affinity.rs`) — clusters that can take the binding at
 //!    all: cluster affinity, taints and tolerations (a cluster that is not ready counts as
 //!    tainted `cluster.karmada.io/not-ready:NoSchedule`), API enablement, spread fields;
-//!    clusters being deleted never. When none is left, the error reads like Karmada's: `0/3
+//!    clusters being deleted, and clusters the binding is being evicted from, never. When none is left, the error reads like Karmada's: `0/3
 //!    clusters are available: 1 cluster(s) did not match the placement cluster affinity
 //!    constraint, 2 cluster(s) had untolerated taint {cluster.karmada.io/not-ready:NoSchedule}.`
 //! 2. selection (`placement.rs`) — which of them, honouring spread constraints and preferring
@@ -75,7 +75,10 @@
 //! recomputed in memory and written only when it differs.
 //!
 //! - [`decision`] — what to write for one binding, without I/O: the clusters (attached bindings
-//!   follow their `requiredBy`), the status, the patches;
+//!   follow their `requiredBy`), the eviction tasks, the status, the patches;
+//! - [`failover`] — Karmada's cluster failover (taint manager), application failover and
+//!   graceful eviction as one pure decision: which clusters a binding is evicted from, which of
+//!   its `gracefulEvictionTasks` end (`docs/failover.md`);
 //! - [`reconcile`] — reading, deciding and writing one binding with resourceVersion
 //!   preconditions, retrying on conflicts, so concurrent replicas agree;
 //! - [`controller`] — the watches; [`inventory`] — the clusters as the algorithm sees them;
@@ -96,6 +99,7 @@ mod webster;
 pub mod binding;
 pub mod controller;
 pub mod decision;
+pub mod failover;
 pub mod grpc;
 pub mod inventory;
 pub mod metrics;
@@ -107,5 +111,6 @@ pub use affinity::{cluster_matches, label_selector_matches};
 pub use attached::union_clusters;
 pub use cluster::{ApiKind, ClusterView, NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY};
 pub use error::{ScheduleError, ScheduleErrorReason};
+pub use failover::{FailoverOptions, TaintVerdict, taint_verdict};
 pub use schedule::{ScheduleInput, ScheduleResult, schedule};
 pub use webster::{TieBreak, allocate};

@@ -35,6 +35,22 @@ struct ClusterLabels {
     ready: String,
 }
 
+/// Labels of an eviction.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EvictionLabels {
+    /// `TaintUntolerated` or `ApplicationFailure`.
+    reason: String,
+    /// The task's purge mode.
+    purge_mode: String,
+}
+
+/// Labels of a finished eviction task.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskEndLabels {
+    /// `healthy`, `timeout` or `confirmed`.
+    end: String,
+}
+
 type DurationFamily = Family<ScheduleLabels, Histogram, fn() -> Histogram>;
 
 /// The scheduler's metrics.
@@ -45,6 +61,9 @@ pub struct Metrics {
     conflicts: Counter,
     unschedulable: Gauge,
     clusters: Family<ClusterLabels, Gauge>,
+    evictions: Family<EvictionLabels, Counter>,
+    eviction_tasks_finished: Family<TaskEndLabels, Counter>,
+    eviction_tasks: Gauge,
 }
 
 fn duration_histogram() -> Histogram {
@@ -63,6 +82,9 @@ pub fn metrics() -> &'static Metrics {
             conflicts: Counter::default(),
             unschedulable: Gauge::default(),
             clusters: Family::default(),
+            evictions: Family::default(),
+            eviction_tasks_finished: Family::default(),
+            eviction_tasks: Gauge::default(),
         };
         use flotilla_telemetry::metrics::register;
         register(
@@ -94,6 +116,21 @@ pub fn metrics() -> &'static Metrics {
             "scheduler_clusters",
             "Clusters in the scheduler's inventory, by readiness (ready=\"false\" ones get no new placements)",
             metrics.clusters.clone(),
+        );
+        register(
+            "scheduler_evictions",
+            "Clusters bindings were evicted from (failover), by reason (TaintUntolerated, ApplicationFailure) and purge mode",
+            metrics.evictions.clone(),
+        );
+        register(
+            "scheduler_eviction_tasks_finished",
+            "Graceful eviction tasks ended, by why (healthy: the new placement is healthy; timeout; confirmed: suppressDeletion set to false)",
+            metrics.eviction_tasks_finished.clone(),
+        );
+        register(
+            "scheduler_graceful_eviction_tasks",
+            "Graceful eviction tasks in the bindings' specs (clusters whose old copies are still kept)",
+            metrics.eviction_tasks.clone(),
         );
         metrics
     })
@@ -141,5 +178,27 @@ impl Metrics {
                 })
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Counts one eviction.
+    pub fn evicted(&self, reason: &str, purge_mode: &str) {
+        self.evictions
+            .get_or_create(&EvictionLabels {
+                reason: reason.to_owned(),
+                purge_mode: purge_mode.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one finished eviction task.
+    pub fn eviction_task_finished(&self, end: &str) {
+        self.eviction_tasks_finished
+            .get_or_create(&TaskEndLabels { end: end.to_owned() })
+            .inc();
+    }
+
+    /// Sets the number of eviction tasks in the bindings' specs.
+    pub fn set_eviction_tasks(&self, count: usize) {
+        self.eviction_tasks.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 }

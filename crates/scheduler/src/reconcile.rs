@@ -11,16 +11,21 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use flotilla_api::well_known::{DEFAULT_SCHEDULER_NAME, TRACE_PARENT_ANNOTATION};
+use flotilla_api::well_known::{
+    ACTIVATION_PREFERENCE_ANNOTATION, DEFAULT_SCHEDULER_NAME, EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER,
+    EVICTION_PRODUCER_RB_APPLICATION_FAILOVER, TRACE_PARENT_ANNOTATION, events,
+};
 use flotilla_api::{ResourceBindingStatus, TargetCluster};
-use flotilla_proto::v1::BindingRef;
+use flotilla_proto::v1::{BindingKind, BindingRef};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::Instrument;
 
 use crate::binding::{BindingKey, BindingObject};
-use crate::decision::{clusters_patch, decide, status_after, status_patch};
+use crate::decision::{Decision, decide_with, spec_patch, status_after, status_patch};
+use crate::failover::{FailoverContext, FailoverOptions};
 use crate::inventory::Inventory;
 use crate::metrics::metrics;
 use crate::peers::Peers;
@@ -37,6 +42,23 @@ pub struct Context {
     pub inventory: Arc<Inventory>,
     /// Execution and dependency-distributor clients.
     pub peers: Peers,
+    /// Failover settings (flags).
+    pub failover: FailoverOptions,
+    /// Events on bindings (evictions).
+    pub recorder: Recorder,
+}
+
+impl Context {
+    /// The scheduler's event recorder.
+    pub fn recorder(client: Client) -> Recorder {
+        Recorder::new(
+            client,
+            Reporter {
+                controller: "flotilla-scheduler".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        )
+    }
 }
 
 /// What scheduling a binding came to.
@@ -78,6 +100,9 @@ pub struct Report {
     pub generation: i64,
     /// Why the binding is unschedulable; `None` when it was scheduled.
     pub unschedulable: Option<String>,
+    /// When a failover deadline of the binding comes (a toleration or a grace period running
+    /// out), from now: it must be scheduled again then.
+    pub next_check: Option<std::time::Duration>,
 }
 
 impl Report {
@@ -88,6 +113,7 @@ impl Report {
             observed_generation: None,
             generation: 0,
             unschedulable: None,
+            next_check: None,
         }
     }
 }
@@ -273,14 +299,36 @@ async fn attempt<K: BindingObject>(
             .binding_status()
             .and_then(|s| s.scheduler_observed_generation);
         let clusters = ctx.inventory.snapshot();
-        let decision = decide(binding.binding_spec(), binding.binding_status(), &clusters);
+        let lazy = binding
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ACTIVATION_PREFERENCE_ANNOTATION))
+            .is_some_and(|v| v == "Lazy");
+        let failover = FailoverContext {
+            options: &ctx.failover,
+            generation: binding.meta().generation,
+            lazy,
+            application_producer: match K::KIND {
+                BindingKind::ClusterResourceBinding => EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER,
+                _ => EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
+            },
+            now: Timestamp::now(),
+        };
+        let decision = decide_with(
+            binding.binding_spec(),
+            binding.binding_status(),
+            &clusters,
+            Some(&failover),
+        );
 
         let mut binding = binding;
         let mut wrote = false;
-        if decision.changes_clusters(binding.binding_spec()) {
-            let patch = clusters_patch(
+        if decision.changes_spec(binding.binding_spec()) {
+            let patch = spec_patch(
                 binding.meta().resource_version.as_deref().unwrap_or_default(),
                 &decision.clusters,
+                &decision.tasks,
             );
             match api
                 .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -290,8 +338,10 @@ async fn attempt<K: BindingObject>(
                     tracing::info!(
                         from = %format_clusters(&binding.binding_spec().clusters),
                         to = %format_clusters(&decision.clusters),
+                        eviction_tasks = decision.tasks.len(),
                         "wrote spec.clusters"
                     );
+                    report_failover(ctx, &written, &decision).await;
                     binding = written;
                     wrote = true;
                 }
@@ -346,9 +396,99 @@ async fn attempt<K: BindingObject>(
         } else {
             Outcome::Unchanged
         };
-        return Ok(report(&binding, outcome, unschedulable));
+        let mut report = report(&binding, outcome, unschedulable);
+        report.next_check = decision.next_check;
+        return Ok(report);
     }
     Err(ReconcileError::Conflicts { key: key.to_string() })
+}
+
+/// Logs, counts and records as events the evictions and finished eviction tasks of a decision
+/// that was just written (events are best-effort). As in Karmada, each event is recorded on the
+/// binding and on its resource template.
+async fn report_failover<K: BindingObject>(ctx: &Context, binding: &K, decision: &Decision) {
+    let spec = binding.binding_spec();
+    let template = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(spec.resource.api_version.clone()),
+        kind: Some(spec.resource.kind.clone()),
+        namespace: spec.resource.namespace.clone(),
+        name: Some(spec.resource.name.clone()),
+        uid: spec.resource.uid.clone(),
+        ..Default::default()
+    };
+    let references = [binding.object_ref(&()), template];
+    for eviction in &decision.evicted {
+        tracing::info!(
+            cluster = %eviction.cluster,
+            reason = eviction.reason,
+            purge_mode = %eviction.purge_mode,
+            message = %eviction.message,
+            "evicted the binding from a cluster"
+        );
+        metrics().evicted(eviction.reason, eviction.purge_mode.as_str());
+        let note = format!(
+            "Evicting from cluster {} ({}, purgeMode {}): {}",
+            eviction.cluster, eviction.reason, eviction.purge_mode, eviction.message
+        );
+        for reference in &references {
+            publish(
+                ctx,
+                reference,
+                events::EVICT_WORKLOAD_FROM_CLUSTER_STARTED,
+                "Evict",
+                note.clone(),
+            )
+            .await;
+        }
+    }
+    for finished in &decision.finished {
+        tracing::info!(
+            cluster = %finished.cluster,
+            end = finished.end.as_str(),
+            purge_mode = %finished.purge_mode,
+            "graceful eviction task finished"
+        );
+        metrics().eviction_task_finished(finished.end.as_str());
+        let why = match finished.end {
+            crate::failover::TaskEnd::Healthy => "the new placement is healthy",
+            crate::failover::TaskEnd::TimedOut => "its grace period ran out",
+            crate::failover::TaskEnd::Confirmed => "suppressDeletion was set to false",
+        };
+        let note = format!(
+            "Evict from cluster {} succeed ({why}): the copy there is removed unless dispatching to \
+             it is suspended.",
+            finished.cluster
+        );
+        for reference in &references {
+            publish(
+                ctx,
+                reference,
+                events::EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED,
+                "Evict",
+                note.clone(),
+            )
+            .await;
+        }
+    }
+}
+
+async fn publish(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event {
+        type_: EventType::Normal,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: action.to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        tracing::debug!(%error, reason, "cannot record event");
+    }
 }
 
 fn notify_peers<K: BindingObject>(ctx: &Context, binding: &K, trigger: Trigger) {
@@ -369,6 +509,7 @@ fn report<K: BindingObject>(binding: &K, outcome: Outcome, unschedulable: Option
             .and_then(|s: &ResourceBindingStatus| s.scheduler_observed_generation),
         generation: binding.meta().generation.unwrap_or_default(),
         unschedulable,
+        next_check: None,
     }
 }
 

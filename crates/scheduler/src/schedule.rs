@@ -26,6 +26,8 @@ pub struct ScheduleInput<'a> {
     pub replicas: i32,
     /// The previous result (`spec.clusters`); empty on the first schedule.
     pub previous: &'a [TargetCluster],
+    /// Clusters the binding is being evicted from (`spec.gracefulEvictionTasks`): never chosen.
+    pub evicting: &'a [String],
     /// The `clusterAffinities` group the previous result used
     /// (`status.schedulerObservingAffinityName`).
     pub observed_affinity: Option<&'a str>,
@@ -50,6 +52,7 @@ impl<'a> ScheduleInput<'a> {
             placement,
             replicas,
             previous: &[],
+            evicting: &[],
             observed_affinity: None,
             clusters,
             resource: None,
@@ -184,6 +187,7 @@ impl<'a> Binding<'a> {
                 tolerations: &input.placement.cluster_tolerations,
                 spread: &self.spread,
                 previous: &previous_names,
+                evicting: input.evicting,
                 resource: input.resource,
             },
         )?;

@@ -42,6 +42,61 @@ pub struct Args {
     /// `propagateDeps` (empty: never called).
     #[arg(long, default_value = "http://127.0.0.1:7103")]
     pub dependency_distributor_addr: String,
+    /// Feature gates, Karmada's syntax: `Failover=true|false` (default true) evicts bindings
+    /// from clusters with `NoExecute` taints their placement does not tolerate.
+    #[arg(long, default_value = "")]
+    pub feature_gates: FeatureGates,
+    /// Purge mode of cluster failover for policies without `failover.cluster`: `Gracefully`
+    /// (the old copy stays until the new placement is healthy) or `Directly`.
+    #[arg(long, default_value = "Gracefully", value_parser = ["Gracefully", "Directly"])]
+    pub no_execute_taint_eviction_purge_mode: String,
+    /// How long an eviction task without `gracePeriodSeconds` keeps the old copy while the new
+    /// placement is not healthy (e.g. `30s`, `10m`).
+    #[arg(long, default_value = "10m", value_parser = flotilla_runtime::lease::parse_duration)]
+    pub graceful_eviction_timeout: std::time::Duration,
+}
+
+/// Name of the gate that turns cluster failover (taint-based eviction) on and off.
+pub const FAILOVER_GATE: &str = "Failover";
+
+/// The scheduler's feature gates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `Failover`: evict bindings from clusters with untolerated `NoExecute` taints. On by
+    /// default (Karmada turned its gate off by default in v1.12; flotilla's users asked for
+    /// failover out of the box, see `docs/failover.md`).
+    pub failover: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self { failover: true }
+    }
+}
+
+impl std::str::FromStr for FeatureGates {
+    type Err = flotilla_runtime::feature_gates::FeatureGateError;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let defaults = FeatureGates::default();
+        let gates = flotilla_runtime::feature_gates::parse(spec, &[(FAILOVER_GATE, defaults.failover)])?;
+        Ok(FeatureGates {
+            failover: gates.get(FAILOVER_GATE).copied().unwrap_or(defaults.failover),
+        })
+    }
+}
+
+impl Args {
+    /// The failover settings the flags ask for.
+    pub fn failover(&self) -> crate::failover::FailoverOptions {
+        crate::failover::FailoverOptions {
+            taint_eviction: self.feature_gates.failover,
+            default_purge_mode: flotilla_api::policy::PurgeMode::from(
+                self.no_execute_taint_eviction_purge_mode.as_str(),
+            ),
+            graceful_eviction_timeout: self.graceful_eviction_timeout,
+        }
+    }
 }
 
 /// Errors starting the scheduler.
@@ -65,13 +120,23 @@ pub async fn run(args: Args, shutdown: Shutdown) -> Result<(), ServiceError> {
     crate::metrics::metrics();
 
     let inventory = Arc::new(Inventory::new());
+    let failover = args.failover();
     let ctx = Arc::new(Context {
         client: client.clone(),
         inventory: inventory.clone(),
         peers,
+        failover: failover.clone(),
+        recorder: Context::recorder(client.clone()),
     });
     let listener = GrpcListener::bind(args.grpc_addr).await?;
-    tracing::info!(grpc = %listener.address(), ops = %ops, "flotilla-scheduler starting");
+    tracing::info!(
+        grpc = %listener.address(),
+        ops = %ops,
+        failover = failover.taint_eviction,
+        purge_mode = %failover.default_purge_mode,
+        graceful_eviction_timeout = ?failover.graceful_eviction_timeout,
+        "flotilla-scheduler starting"
+    );
 
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(crate::inventory::run(
@@ -121,4 +186,68 @@ async fn run_controllers(client: kube::Client, ctx: Arc<Context>, readiness: Rea
     crate::controller::report(&bindings, &cluster_bindings, shutdown.clone()).await;
     let _ = bindings.task.await;
     let _ = cluster_bindings.task.await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(std::iter::once("flotilla-scheduler").chain(flags.iter().copied()))
+            .map(|c| c.args)
+    }
+
+    #[test]
+    fn failover_flags_default_to_karmadas_timings_with_failover_on() {
+        let failover = parse(&[]).unwrap().failover();
+        assert!(failover.taint_eviction);
+        assert_eq!(
+            failover.default_purge_mode,
+            flotilla_api::policy::PurgeMode::Gracefully
+        );
+        assert_eq!(
+            failover.graceful_eviction_timeout,
+            std::time::Duration::from_secs(600)
+        );
+
+        let failover = parse(&[
+            "--feature-gates=Failover=false",
+            "--no-execute-taint-eviction-purge-mode=Directly",
+            "--graceful-eviction-timeout=30s",
+        ])
+        .unwrap()
+        .failover();
+        assert!(!failover.taint_eviction);
+        assert_eq!(
+            failover.default_purge_mode,
+            flotilla_api::policy::PurgeMode::Directly
+        );
+        assert_eq!(
+            failover.graceful_eviction_timeout,
+            std::time::Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn bad_failover_flags_are_refused() {
+        assert!(parse(&["--no-execute-taint-eviction-purge-mode=Never"]).is_err());
+        assert!(parse(&["--graceful-eviction-timeout=soon"]).is_err());
+        let error = parse(&["--feature-gates=Failover=maybe"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("invalid value \"maybe\" for Failover; use true or false"),
+            "{error}"
+        );
+    }
 }

@@ -216,6 +216,7 @@ fn generate(seed: u64) -> Generated {
 impl Generated {
     fn input(&self) -> ScheduleInput<'_> {
         ScheduleInput {
+            evicting: &[],
             placement: &self.placement.0,
             replicas: self.replicas,
             previous: &self.previous,
@@ -483,6 +484,7 @@ fn large_fleets_and_replica_counts() {
     for (kind, placement) in placements {
         for replicas in [1, 999_999_999, i32::MAX] {
             let input = ScheduleInput {
+                evicting: &[],
                 previous: &previous,
                 ..ScheduleInput::new(&placement.0, replicas, &fleet)
             };

@@ -95,6 +95,7 @@ impl Case {
             })
             .collect();
         let input = ScheduleInput {
+            evicting: &[],
             placement: &self.placement.0,
             replicas: self.replicas,
             previous: &previous,
