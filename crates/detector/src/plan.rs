@@ -373,16 +373,21 @@ fn overrides_for(
     template: &TemplateFacts<'_>,
     binding: Option<&BindingView>,
 ) -> (Option<String>, Option<ConditionChange>) {
-    let facts = ObjectFacts::of(&flotilla_overrides::doc::Doc::from(template.object));
-    let recorded =
-        OverrideSnapshot::parse_annotation(binding.and_then(|b| b.annotation(OVERRIDES_ANNOTATION)));
-    let decision = crate::overrides::decide(&OverridesInput {
-        template: &facts,
-        content_revision: template.written,
-        activation: annotation(template.object, ACTIVATE_OVERRIDES_ANNOTATION),
-        recorded: &recorded,
-        policies: template.overrides,
-    });
+    let recorded_text = binding.and_then(|b| b.annotation(OVERRIDES_ANNOTATION));
+    // No override policy anywhere in scope and none recorded: nothing to decide (most templates).
+    let decision = if template.overrides.is_empty() && recorded_text.is_none() {
+        crate::overrides::OverridesDecision::default()
+    } else {
+        let facts = ObjectFacts::of(&flotilla_overrides::doc::Doc::from(template.object));
+        let recorded = OverrideSnapshot::parse_annotation(recorded_text);
+        crate::overrides::decide(&OverridesInput {
+            template: &facts,
+            content_revision: template.written,
+            activation: annotation(template.object, ACTIVATE_OVERRIDES_ANNOTATION),
+            recorded: &recorded,
+            policies: template.overrides,
+        })
+    };
     let condition = if !decision.pending.is_empty() {
         Some(ConditionChange::Set {
             type_: OVERRIDES_ACTIVATED,
