@@ -7,6 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::cluster::Cluster;
+use crate::overrides::{ClusterOverridePolicy, OverridePolicy};
 use crate::policy::{ClusterPropagationPolicy, PropagationPolicy};
 use crate::work::{ClusterResourceBinding, ResourceBinding, Work};
 
@@ -15,6 +16,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         PropagationPolicy::crd(),
         ClusterPropagationPolicy::crd(),
+        OverridePolicy::crd(),
+        ClusterOverridePolicy::crd(),
         ResourceBinding::crd(),
         ClusterResourceBinding::crd(),
         Work::crd(),
@@ -113,6 +116,13 @@ mod tests {
                     &["cpp"],
                     "Cluster"
                 ),
+                expect("policy.karmada.io", "overridepolicies", &["op"], "Namespaced"),
+                expect(
+                    "policy.karmada.io",
+                    "clusteroverridepolicies",
+                    &["cop"],
+                    "Cluster"
+                ),
                 expect("work.karmada.io", "resourcebindings", &["rb"], "Namespaced"),
                 expect("work.karmada.io", "clusterresourcebindings", &["crb"], "Cluster"),
                 expect("work.karmada.io", "works", &["wk"], "Namespaced"),
@@ -143,6 +153,28 @@ mod tests {
             .flatten()
             .find(|c| c.name == "ACTIVATED");
         assert_eq!(activated.and_then(|c| c.priority), None);
+    }
+
+    #[test]
+    fn override_policy_printer_columns() {
+        for crd in [OverridePolicy::crd(), ClusterOverridePolicy::crd()] {
+            let columns: Vec<(String, String)> = crd.spec.versions[0]
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|c| (c.name.clone(), c.json_path.clone()))
+                .collect();
+            let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, ["RESOURCES", "ACTIVATION", "VALID", "AGE"]);
+            // The status is a subresource, so the detector's writes never touch the spec.
+            assert!(
+                crd.spec.versions[0]
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some()
+            );
+        }
     }
 
     #[test]

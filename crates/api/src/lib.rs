@@ -3,6 +3,7 @@
 //! The Karmada-compatible API that every flotilla component speaks, in one place:
 //!
 //! - [`policy`]: `policy.karmada.io/v1alpha1` PropagationPolicy and ClusterPropagationPolicy;
+//! - [`overrides`]: `policy.karmada.io/v1alpha1` OverridePolicy and ClusterOverridePolicy;
 //! - [`work`]: `work.karmada.io/v1alpha2` ResourceBinding and ClusterResourceBinding, and
 //!   `work.karmada.io/v1alpha1` Work;
 //! - [`cluster`]: `cluster.karmada.io/v1alpha1` Cluster;
@@ -31,6 +32,8 @@ pub mod cluster;
 pub mod conditions;
 pub mod crds;
 pub mod fingerprint;
+pub mod image_reference;
+pub mod overrides;
 pub mod policy;
 pub mod revision;
 pub mod validation;
@@ -40,6 +43,7 @@ pub mod work;
 mod schema;
 
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
+pub use overrides::{ClusterOverridePolicy, OverridePolicy, OverrideSpec};
 pub use policy::{
     ActivationPreference, ClusterPropagationPolicy, ConflictResolution, Placement, PreemptionBehavior,
     PropagationPolicy, PropagationSpec, ResourceSelector, Suspension,

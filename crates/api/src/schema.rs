@@ -29,3 +29,10 @@ pub(crate) fn free_form_object(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }
+
+/// Any JSON value, kept as is (an override's `value`: Karmada's `apiextensionsv1.JSON`).
+pub(crate) fn any_json(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}

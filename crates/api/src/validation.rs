@@ -12,11 +12,14 @@ use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::cluster::Cluster;
+
+mod overrides;
 use crate::policy::{
     ClusterAffinity, ClusterPropagationPolicy, FailoverBehavior, Placement, PropagationPolicy,
     PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, SpreadConstraint,
     SuspendClusters, Suspension,
 };
+pub use overrides::{is_json_pointer, validate_override_spec};
 
 /// One problem with an object: the field (JSON path) and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -108,6 +108,15 @@ pub const LAZY_BASELINE_ANNOTATION: &str = "flotilla.io/lazy-baseline";
 /// Annotation on a template: `<policy uid>/<generation>` the user allows the detector to
 /// activate for this template even though it did not change (`flotilla activate`).
 pub const ACTIVATE_ANNOTATION: &str = "flotilla.io/activate";
+/// Annotation on a binding: the override policy generations in effect for it, as a JSON list
+/// of [`crate::overrides::OverrideSnapshot`] (each with its spec). Written by the detector
+/// (eager policies at once, Lazy ones per lazy activation); execution renders the binding's
+/// Works with exactly these. See `docs/overrides.md`.
+pub const OVERRIDES_ANNOTATION: &str = "flotilla.io/overrides";
+/// Annotation on a template: `<policy uid>/<generation>,...`, override policy generations the
+/// user allows the detector to put in effect for this template although it did not change
+/// (`flotilla activate`).
+pub const ACTIVATE_OVERRIDES_ANNOTATION: &str = "flotilla.io/activate-overrides";
 /// Field manager flotilla's services use for their writes.
 pub const FIELD_MANAGER: &str = "flotilla";
 
@@ -206,6 +215,10 @@ pub mod conditions {
     pub const FULLY_APPLIED: &str = "FullyApplied";
     /// Binding: the binding reflects the current generation of its policy (detector).
     pub const POLICY_ACTIVATED: &str = "PolicyActivated";
+    /// Binding: every override rule in effect applied in every cluster (execution).
+    pub const OVERRIDES_APPLIED: &str = "OverridesApplied";
+    /// Binding: the override policies in effect are their current generations (detector).
+    pub const OVERRIDES_ACTIVATED: &str = "OverridesActivated";
     /// Work: the manifests are applied to the member (execution).
     pub const APPLIED: &str = "Applied";
     /// Work: whether dispatching is going on or suspended (execution).
@@ -248,6 +261,12 @@ pub mod reasons {
     pub const CONFLICT: &str = "Conflict";
     /// The member cluster cannot be reached.
     pub const CLUSTER_UNREACHABLE: &str = "ClusterUnreachable";
+    /// Every override rule in effect applied (Karmada's event reason).
+    pub const APPLY_OVERRIDE_POLICY_SUCCEED: &str = "ApplyOverridePolicySucceed";
+    /// An override rule failed in a cluster and was skipped there (Karmada's event reason).
+    pub const APPLY_OVERRIDE_POLICY_FAILED: &str = "ApplyOverridePolicyFailed";
+    /// The override policies in effect are their current generations.
+    pub const OVERRIDES_ACTIVATED: &str = "OverridesActivated";
 }
 
 /// Event reasons (Karmada's where Karmada has one).

@@ -1,5 +1,5 @@
-//! Admission for flotilla's own kinds: PropagationPolicy, ClusterPropagationPolicy and Cluster
-//! objects are checked with `flotilla_api`'s semantic validation after schema validation, so a
+//! Admission for flotilla's own kinds: PropagationPolicy, ClusterPropagationPolicy,
+//! OverridePolicy, ClusterOverridePolicy and Cluster objects are checked with `flotilla_api`'s semantic validation after schema validation, so a
 //! user's `kubectl apply` fails with the same message the services would report.
 
 use serde_json::Value;
@@ -15,6 +15,12 @@ pub fn admit(group: &str, kind: &str, obj: &Value) -> Result<(), ApiError> {
         }
         ("policy.karmada.io", "ClusterPropagationPolicy") => {
             check::<flotilla_api::ClusterPropagationPolicy>(obj, |p| p.validate())
+        }
+        ("policy.karmada.io", "OverridePolicy") => {
+            check::<flotilla_api::OverridePolicy>(obj, |p| p.validate())
+        }
+        ("policy.karmada.io", "ClusterOverridePolicy") => {
+            check::<flotilla_api::ClusterOverridePolicy>(obj, |p| p.validate())
         }
         ("cluster.karmada.io", "Cluster") => check::<flotilla_api::Cluster>(obj, |c| c.validate()),
         _ => return Ok(()),
@@ -76,5 +82,39 @@ mod tests {
         });
         admit("policy.karmada.io", "PropagationPolicy", &pp).unwrap();
         admit("example.com", "Widget", &json!({})).unwrap();
+    }
+
+    #[test]
+    fn override_policies_are_checked() {
+        let op = json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": {"name": "op", "namespace": "default"},
+            "spec": {"overrideRules": [{"overriders": {
+                "plaintext": [{"path": "spec/replicas", "operator": "replace", "value": 1}],
+            }}]}
+        });
+        let err = admit("policy.karmada.io", "OverridePolicy", &op).unwrap_err();
+        assert_eq!(err.code, 422);
+        let causes = err.to_status()["details"]["causes"].clone();
+        assert_eq!(
+            causes[0]["field"],
+            "spec.overrideRules[0].overriders.plaintext[0].path"
+        );
+        let cop = json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy",
+            "metadata": {"name": "cop"},
+            "spec": {"overrideRules": [{"overriders": {
+                "imageOverrider": [{"component": "Registry", "operator": "replace", "value": "example.com"}],
+            }}]}
+        });
+        admit("policy.karmada.io", "ClusterOverridePolicy", &cop).unwrap();
+        let bad_cop = json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy",
+            "metadata": {"name": "cop"},
+            "spec": {"overrideRules": [{"overriders": {
+                "imageOverrider": [{"component": "Tag", "operator": "replace", "value": "-x"}],
+            }}]}
+        });
+        assert!(admit("policy.karmada.io", "ClusterOverridePolicy", &bad_cop).is_err());
     }
 }

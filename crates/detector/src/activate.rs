@@ -13,7 +13,9 @@
 //! and activating again simply overwrites it.
 
 use flotilla_api::policy::{ClusterPropagationPolicy, PropagationPolicy};
-use flotilla_api::well_known::{ACTIVATE_ANNOTATION, POLICY_GENERATION_ANNOTATION};
+use flotilla_api::well_known::{
+    ACTIVATE_ANNOTATION, ACTIVATE_OVERRIDES_ANNOTATION, POLICY_GENERATION_ANNOTATION,
+};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
@@ -205,6 +207,34 @@ pub async fn activate(client: &Client, template: &TemplateRef) -> Result<Activat
         generation,
         already_active: false,
     })
+}
+
+/// Allows the detector to put the Lazy override policy generations `generations`
+/// (`<uid>/<generation>`) in effect for `template` now (see [`crate::overrides`]): writes
+/// `flotilla.io/activate-overrides` on the template. Like `flotilla.io/activate`, it is not a
+/// change of the template and is left in place afterwards.
+pub async fn activate_overrides(
+    client: &Client,
+    template: &TemplateRef,
+    generations: &[String],
+) -> Result<(), ActivateError> {
+    let key = template.key();
+    let gvk = GroupVersionKind::gvk(key.gvk.group(), key.gvk.version(), &key.gvk.kind);
+    let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|source| ActivateError::UnknownKind {
+            template: key.to_string(),
+            api_version: template.api_version.clone(),
+            kind: template.kind.clone(),
+            source,
+        })?;
+    let patch = json!({"metadata": {"annotations": {ACTIVATE_OVERRIDES_ANNOTATION: generations.join(",")}}});
+    if !patch_template(client, &resource, &key, &patch).await? {
+        return Err(ActivateError::NotFound {
+            template: key.to_string(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use flotilla_api::overrides::{
+    ClusterOverridePolicy, OverridePolicy, OverridePolicyKind, OverridePolicyStatus,
+};
 use flotilla_api::policy::{ClusterPropagationPolicy, PolicyStatus, PropagationPolicy, PropagationSpec};
 use flotilla_api::well_known::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
@@ -51,6 +54,7 @@ use crate::events::EventRecorder;
 use crate::keys::{Gvk, PolicyKey, PolicyKind, TemplateKey};
 use crate::matching::PolicyView;
 use crate::metrics::metrics;
+use crate::overrides::{OverrideKey, OverrideView};
 use crate::plan::{BindingWrite, ConditionChange, Outcome, TemplateInput, TemplatePlan, plan_template};
 use crate::policy::{Counts, cluster_propagation_policy_view, desired_status, propagation_policy_view};
 use crate::revision::revisions_to_record;
@@ -112,6 +116,8 @@ impl Drop for KindWatch {
 struct Synced {
     propagation_policies: AtomicBool,
     cluster_propagation_policies: AtomicBool,
+    override_policies: AtomicBool,
+    cluster_override_policies: AtomicBool,
     resource_bindings: AtomicBool,
     cluster_resource_bindings: AtomicBool,
 }
@@ -120,6 +126,8 @@ impl Synced {
     fn all(&self) -> bool {
         self.propagation_policies.load(Ordering::Acquire)
             && self.cluster_propagation_policies.load(Ordering::Acquire)
+            && self.override_policies.load(Ordering::Acquire)
+            && self.cluster_override_policies.load(Ordering::Acquire)
             && self.resource_bindings.load(Ordering::Acquire)
             && self.cluster_resource_bindings.load(Ordering::Acquire)
     }
@@ -137,9 +145,17 @@ pub struct Detector {
     cluster_propagation_policies: Store<ClusterPropagationPolicy>,
     resource_bindings: Store<ResourceBinding>,
     cluster_resource_bindings: Store<ClusterResourceBinding>,
+    override_policies: Store<OverridePolicy>,
+    cluster_override_policies: Store<ClusterOverridePolicy>,
     synced: Synced,
     kinds: RwLock<BTreeMap<Gvk, Arc<KindWatch>>>,
     views: RwLock<BTreeMap<PolicyKey, PolicyView>>,
+    /// Every override policy, as the template planner reads them.
+    override_views: RwLock<BTreeMap<OverrideKey, OverrideView>>,
+    /// `(generation, valid)` per override policy uid whose templates were last queued (an
+    /// optimisation, like `fanned_out`).
+    overrides_fanned_out: Mutex<HashMap<String, (i64, bool)>>,
+    override_queue: WorkQueue<OverrideKey>,
     /// `(generation, valid, deleting)` per policy uid whose templates were last queued: an
     /// optimisation only (a restart queues everything again), never an input of a decision.
     fanned_out: Mutex<HashMap<String, (i64, bool, bool)>>,
@@ -164,6 +180,8 @@ pub struct Detector {
 pub struct CacheWriters {
     propagation_policies: reflector::store::Writer<PropagationPolicy>,
     cluster_propagation_policies: reflector::store::Writer<ClusterPropagationPolicy>,
+    override_policies: reflector::store::Writer<OverridePolicy>,
+    cluster_override_policies: reflector::store::Writer<ClusterOverridePolicy>,
     resource_bindings: reflector::store::Writer<ResourceBinding>,
     cluster_resource_bindings: reflector::store::Writer<ClusterResourceBinding>,
 }
@@ -186,11 +204,18 @@ impl Detector {
         let cpp = reflector::store::Writer::default();
         let rb = reflector::store::Writer::default();
         let crb = reflector::store::Writer::default();
+        let op = reflector::store::Writer::default();
+        let cop = reflector::store::Writer::default();
         let detector = Arc::new(Self {
             propagation_policies: pp.as_reader(),
             cluster_propagation_policies: cpp.as_reader(),
             resource_bindings: rb.as_reader(),
             cluster_resource_bindings: crb.as_reader(),
+            override_policies: op.as_reader(),
+            cluster_override_policies: cop.as_reader(),
+            override_views: RwLock::default(),
+            overrides_fanned_out: Mutex::default(),
+            override_queue: WorkQueue::default(),
             events: EventRecorder::new(client.clone()),
             client,
             options,
@@ -211,6 +236,8 @@ impl Detector {
         let writers = CacheWriters {
             propagation_policies: pp,
             cluster_propagation_policies: cpp,
+            override_policies: op,
+            cluster_override_policies: cop,
             resource_bindings: rb,
             cluster_resource_bindings: crb,
         };
@@ -222,6 +249,8 @@ impl Detector {
         let CacheWriters {
             propagation_policies: pp,
             cluster_propagation_policies: cpp,
+            override_policies: op,
+            cluster_override_policies: cop,
             resource_bindings: rb,
             cluster_resource_bindings: crb,
         } = writers;
@@ -234,6 +263,8 @@ impl Detector {
             )),
             tokio::spawn(Arc::clone(&self).watch_policies(pp, cpp)),
             tokio::spawn(Arc::clone(&self).watch_bindings(rb, crb)),
+            tokio::spawn(Arc::clone(&self).watch_override_policies(op, cop)),
+            tokio::spawn(Arc::clone(&self).override_worker()),
             tokio::spawn(Arc::clone(&self).manage_kinds()),
             tokio::spawn(Arc::clone(&self).upkeep()),
             tokio::spawn(Arc::clone(&self).policy_worker()),
@@ -339,6 +370,313 @@ impl Detector {
             },
         );
         futures::join!(rbs, crbs);
+    }
+
+    /// Override policies: the views the template planner reads, and a reconcile of the
+    /// policy's status. A policy's templates are queued when its generation or validity moves
+    /// (see [`Detector::reconcile_override`]) and when it is deleted.
+    async fn watch_override_policies(
+        self: Arc<Self>,
+        op: reflector::store::Writer<OverridePolicy>,
+        cop: reflector::store::Writer<ClusterOverridePolicy>,
+    ) {
+        let this = Arc::clone(&self);
+        let ops = watch(
+            Api::<OverridePolicy>::all(self.client.clone()),
+            op,
+            move |event| match event {
+                Change::Applied(policy) => this.override_changed(OverrideView::of_override_policy(policy)),
+                Change::Deleted(policy) => this.override_deleted(&OverrideView::of_override_policy(policy)),
+                Change::Synced => {
+                    this.synced.override_policies.store(true, Ordering::Release);
+                    this.resync_overrides();
+                    this.update_readiness();
+                }
+            },
+        );
+        let this = Arc::clone(&self);
+        let cops = watch(
+            Api::<ClusterOverridePolicy>::all(self.client.clone()),
+            cop,
+            move |event| match event {
+                Change::Applied(policy) => {
+                    this.override_changed(OverrideView::of_cluster_override_policy(policy))
+                }
+                Change::Deleted(policy) => {
+                    this.override_deleted(&OverrideView::of_cluster_override_policy(policy))
+                }
+                Change::Synced => {
+                    this.synced
+                        .cluster_override_policies
+                        .store(true, Ordering::Release);
+                    this.resync_overrides();
+                    this.update_readiness();
+                }
+            },
+        );
+        futures::join!(ops, cops);
+    }
+
+    fn override_changed(&self, view: OverrideView) {
+        let key = view.key.clone();
+        self.override_views
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), view);
+        self.override_queue.add(key);
+    }
+
+    fn override_deleted(&self, view: &OverrideView) {
+        self.override_views
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&view.key);
+        self.overrides_fanned_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&view.uid);
+        self.queue_templates_of_override(view);
+    }
+
+    /// After a (re)list, drops the views of policies deleted while the watch was down (no event
+    /// told) and queues their templates.
+    fn resync_overrides(&self) {
+        let existing: BTreeSet<OverrideKey> = self
+            .override_policies
+            .state()
+            .iter()
+            .map(|p| OverrideView::of_override_policy(p).key)
+            .chain(
+                self.cluster_override_policies
+                    .state()
+                    .iter()
+                    .map(|p| OverrideView::of_cluster_override_policy(p).key),
+            )
+            .collect();
+        let gone: Vec<OverrideView> = self
+            .read_override_views()
+            .iter()
+            .filter(|(key, _)| !existing.contains(*key))
+            .map(|(_, view)| view.clone())
+            .collect();
+        for view in gone {
+            self.override_deleted(&view);
+        }
+    }
+
+    fn read_override_views(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<OverrideKey, OverrideView>> {
+        self.override_views.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The override policies a template in `namespace` may be affected by: every
+    /// ClusterOverridePolicy and the OverridePolicies of its namespace.
+    fn override_candidates(&self, namespace: Option<&str>) -> Vec<OverrideView> {
+        self.read_override_views()
+            .values()
+            .filter(|v| match v.key.kind {
+                OverridePolicyKind::ClusterOverridePolicy => true,
+                OverridePolicyKind::OverridePolicy => {
+                    namespace.is_some() && v.key.namespace.as_deref() == namespace
+                }
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Queues every watched template the policy may select (its kinds, in its scope) and
+    /// every template whose binding records it.
+    fn queue_templates_of_override(&self, view: &OverrideView) {
+        let kinds: Vec<(Gvk, Arc<KindWatch>)> = self
+            .read_kinds()
+            .iter()
+            .map(|(g, w)| (g.clone(), Arc::clone(w)))
+            .collect();
+        for (gvk, watch) in kinds {
+            let selects_kind = view.spec.resource_selectors.is_empty()
+                || view
+                    .spec
+                    .resource_selectors
+                    .iter()
+                    .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind);
+            for object in watch.store.state() {
+                let in_scope = match view.key.kind {
+                    OverridePolicyKind::OverridePolicy => object.metadata.namespace == view.key.namespace,
+                    OverridePolicyKind::ClusterOverridePolicy => true,
+                };
+                if selects_kind && in_scope {
+                    self.template_changed(&gvk, &object);
+                }
+            }
+        }
+        let marker = format!("\"uid\":\"{}\"", view.uid);
+        let records = |annotations: Option<&BTreeMap<String, String>>| {
+            annotations
+                .and_then(|a| a.get(flotilla_api::well_known::OVERRIDES_ANNOTATION))
+                .is_some_and(|value| value.contains(&marker))
+        };
+        for binding in self.resource_bindings.state() {
+            if records(binding.metadata.annotations.as_ref()) {
+                self.binding_changed(&binding.spec.resource);
+            }
+        }
+        for binding in self.cluster_resource_bindings.state() {
+            if records(binding.metadata.annotations.as_ref()) {
+                self.binding_changed(&binding.spec.resource);
+            }
+        }
+    }
+
+    async fn override_worker(self: Arc<Self>) {
+        if !self.wait_active().await {
+            return;
+        }
+        loop {
+            let Some(key) = self.override_queue.next().await else {
+                return;
+            };
+            let started = Instant::now();
+            let span = tracing::info_span!(
+                parent: None,
+                "detector.reconcile",
+                otel.kind = "internal",
+                controller = "override-policy",
+                object = %key,
+                outcome = field::Empty,
+            );
+            let result = self.reconcile_override(&key).instrument(span.clone()).await;
+            match result {
+                Ok(outcome) => {
+                    span.record("outcome", outcome);
+                    metrics().reconciled("override-policy", outcome, started.elapsed());
+                    self.override_queue.forget(&key);
+                }
+                Err(error) => {
+                    span.record("outcome", "error");
+                    tracing::warn!(parent: &span, policy = %key, %error, "override policy reconcile failed; retrying");
+                    metrics().failed("override-policy", started.elapsed());
+                    self.override_queue.add_rate_limited(key.clone());
+                }
+            }
+            self.override_queue.done(&key);
+        }
+    }
+
+    /// Records the policy's status (`Valid`, the generation revision: before anything else
+    /// reads the generation as written, see [`crate::overrides`]) and queues its templates when
+    /// its generation or validity moved.
+    async fn reconcile_override(&self, key: &OverrideKey) -> Result<&'static str, ReconcileError> {
+        let (metadata, status, violations) = match key.kind {
+            OverridePolicyKind::OverridePolicy => {
+                let Some(policy) = self
+                    .override_policies
+                    .get(&ObjectRef::new(&key.name).within(key.namespace.as_deref().unwrap_or_default()))
+                else {
+                    return Ok("gone");
+                };
+                (
+                    policy.metadata.clone(),
+                    policy.status.clone(),
+                    policy.validate().err().map(|v| v.to_string()),
+                )
+            }
+            OverridePolicyKind::ClusterOverridePolicy => {
+                let Some(policy) = self.cluster_override_policies.get(&ObjectRef::new(&key.name)) else {
+                    return Ok("gone");
+                };
+                (
+                    policy.metadata.clone(),
+                    policy.status.clone(),
+                    policy.validate().err().map(|v| v.to_string()),
+                )
+            }
+        };
+        let reference = ObjectReference {
+            api_version: Some(format!(
+                "{}/{}",
+                flotilla_api::policy::GROUP,
+                flotilla_api::policy::VERSION
+            )),
+            kind: Some(key.kind.as_str().to_owned()),
+            name: Some(key.name.clone()),
+            namespace: key.namespace.clone(),
+            uid: metadata.uid.clone(),
+            resource_version: metadata.resource_version.clone(),
+            ..Default::default()
+        };
+        if let Some(message) = &violations {
+            tracing::warn!(policy = %key, "invalid override policy, not applied: {message}");
+            self.events
+                .warn(reference, reasons::INVALID_POLICY, message)
+                .await;
+        }
+        let desired = crate::overrides::desired_status(
+            status.as_ref(),
+            &metadata,
+            violations.clone(),
+            Timestamp::now(),
+        );
+        if status.as_ref() != Some(&desired) {
+            self.write_override_status(key, &metadata, &desired).await?;
+        }
+        let uid = metadata.uid.clone().unwrap_or_default();
+        let fingerprint = (metadata.generation.unwrap_or(0), violations.is_none());
+        let fan_out = self
+            .overrides_fanned_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid, fingerprint)
+            != Some(fingerprint);
+        if fan_out && let Some(view) = self.read_override_views().get(key).cloned() {
+            self.queue_templates_of_override(&view);
+        }
+        Ok(match (violations.is_some(), fan_out) {
+            (true, _) => "invalid-policy",
+            (false, true) => "changed",
+            (false, false) => "unchanged",
+        })
+    }
+
+    /// Writes an override policy's status with the read resourceVersion as precondition; a
+    /// policy gone or changed since comes back through the watch.
+    async fn write_override_status(
+        &self,
+        key: &OverrideKey,
+        metadata: &ObjectMeta,
+        desired: &OverridePolicyStatus,
+    ) -> Result<(), ReconcileError> {
+        let patch = json!({
+            "metadata": {"resourceVersion": metadata.resource_version},
+            "status": desired,
+        });
+        let result = match key.kind {
+            OverridePolicyKind::OverridePolicy => Api::<OverridePolicy>::namespaced(
+                self.client.clone(),
+                key.namespace.as_deref().unwrap_or_default(),
+            )
+            .patch_status(&key.name, &patch_params(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ()),
+            OverridePolicyKind::ClusterOverridePolicy => {
+                Api::<ClusterOverridePolicy>::all(self.client.clone())
+                    .patch_status(&key.name, &patch_params(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                tracing::warn!(policy = %key, message = %e.message, "the API refuses the policy's status while its spec is invalid");
+                Ok(())
+            }
+            Err(source) => Err(ApiError::Kube {
+                action: "writing override policy status",
+                object: key.to_string(),
+                source,
+            }
+            .into()),
+        }
     }
 
     fn binding_applied(
@@ -867,6 +1205,7 @@ impl Detector {
         let policies = self.candidate_policies(&key.gvk, previous.as_ref());
         let traceparent = flotilla_telemetry::propagation::current_traceparent();
         let mut binding = self.cached_binding(key);
+        let overrides = self.override_candidates(key.namespace.as_deref());
         let mut plan = plan_template(&TemplateInput {
             key,
             object: &object,
@@ -874,6 +1213,7 @@ impl Detector {
             policies: &policies,
             binding: binding.as_ref(),
             traceparent: traceparent.as_deref(),
+            overrides: &overrides,
         });
         if needs_confirmation(&plan) {
             // A binding's spec is written from the API's state, not from caches that may lag
@@ -900,6 +1240,7 @@ impl Detector {
                 policies: &policies,
                 binding: binding.as_ref(),
                 traceparent: traceparent.as_deref(),
+                overrides: &overrides,
             });
         }
         let span = tracing::Span::current();
@@ -971,7 +1312,7 @@ impl Detector {
         let now = Timestamp::now();
         match &plan.binding {
             BindingWrite::None => {}
-            BindingWrite::Create { object, condition } => {
+            BindingWrite::Create { object, conditions } => {
                 let created = match api.create(object).await {
                     Ok(created) => created,
                     Err(error) if error.is_conflict() => {
@@ -981,14 +1322,14 @@ impl Detector {
                 };
                 metrics().binding_write("create");
                 tracing::info!(template = %key, binding = %created.name, "created binding");
-                self.write_condition(&api, created.clone(), condition, now)
+                self.write_conditions(&api, created.clone(), conditions, now)
                     .await?;
                 self.schedule(&created);
             }
             BindingWrite::Update {
                 patch,
                 spec_changed,
-                condition,
+                conditions,
             } => {
                 let Some(mut current) = binding else {
                     return Err(ReconcileError::Race(format!("binding {}", key.binding_name())));
@@ -1006,8 +1347,8 @@ impl Detector {
                         tracing::info!(template = %key, binding = %current.name, "refreshed binding");
                     }
                 }
-                if let Some(condition) = condition {
-                    self.write_condition(&api, current.clone(), condition, now)
+                if !conditions.is_empty() {
+                    self.write_conditions(&api, current.clone(), conditions, now)
                         .await?;
                 }
                 if *spec_changed {
@@ -1018,18 +1359,18 @@ impl Detector {
         Ok(())
     }
 
-    /// Read-modify-writes the detector's condition with a resourceVersion precondition,
+    /// Read-modify-writes the detector's conditions with a resourceVersion precondition,
     /// re-reading on conflict so other writers' conditions are kept.
-    async fn write_condition(
+    async fn write_conditions(
         &self,
         api: &BindingApi,
         mut binding: BindingView,
-        change: &ConditionChange,
+        changes: &[ConditionChange],
         now: Timestamp,
     ) -> Result<(), ReconcileError> {
         for _ in 0..5 {
             let mut conditions = binding.conditions.clone();
-            if !change.apply(&mut conditions, now) {
+            if !ConditionChange::apply_all(changes, &mut conditions, now) {
                 return Ok(());
             }
             let patch = json!({
@@ -1464,7 +1805,9 @@ fn template_reference(key: &TemplateKey, object: &Value) -> ObjectReference {
 /// behind each other never put a stale policy generation (or a stale template) into a binding,
 /// nor activate a pending Lazy change.
 pub fn needs_confirmation(plan: &TemplatePlan) -> bool {
-    plan.binding.changes_spec()
+    // A change of the override policies in effect too: a binding cache that lags behind the
+    // detector's own last write would otherwise bring back what that write replaced.
+    plan.binding.changes_spec() || plan.overrides_changed
 }
 
 fn is_lazy_pending(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>) -> bool {

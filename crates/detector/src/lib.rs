@@ -16,6 +16,7 @@
 //! | [`content`] | what the detector reads of a template's content (fingerprint, replicas), kept beside the metadata-only template caches |
 //! | [`binding`] | the binding's desired spec and the merge patches of the detector's own fields |
 //! | [`lazy`] | the lazy activation decision |
+//! | [`overrides`] | which override policy generations are in effect for a binding (`flotilla.io/overrides`), override policy status |
 //! | [`revision`] | when templates' content and policies' generations and selectors were written, in the API's order |
 //! | [`plan`] | one template reconcile as a pure function |
 //! | [`policy`] | policy views and the policy status the detector maintains |
@@ -66,6 +67,7 @@ pub mod keys;
 pub mod lazy;
 pub mod matching;
 pub mod metrics;
+pub mod overrides;
 pub mod plan;
 pub mod policy;
 pub mod revision;
@@ -73,7 +75,9 @@ pub mod revision;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-pub use activate::{ActivateError, Activation, ActivationState, TemplateRef, activate, activation_state};
+pub use activate::{
+    ActivateError, Activation, ActivationState, TemplateRef, activate, activate_overrides, activation_state,
+};
 pub use controller::{ControllerOptions, Detector};
 
 /// Everything the detector process needs.

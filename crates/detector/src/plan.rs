@@ -7,12 +7,14 @@
 //! writes; running the plan again on the result yields no writes.
 
 use flotilla_api::conditions;
+use flotilla_api::overrides::OverrideSnapshot;
 use flotilla_api::revision::Revision;
+use flotilla_api::well_known::conditions::OVERRIDES_ACTIVATED;
 use flotilla_api::well_known::{
-    ACTIVATE_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION, CLAIM_REVISION_ANNOTATION,
-    CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL, POLICY_GENERATION_ANNOTATION,
-    TEMPLATE_FINGERPRINT_ANNOTATION, TRACE_PARENT_ANNOTATION, conditions::POLICY_ACTIVATED,
-    is_reserved_namespace, reasons,
+    ACTIVATE_ANNOTATION, ACTIVATE_OVERRIDES_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION,
+    CLAIM_REVISION_ANNOTATION, CONTENT_REVISION_ANNOTATION, LAZY_BASELINE_ANNOTATION, MANAGED_LABEL,
+    OVERRIDES_ANNOTATION, POLICY_GENERATION_ANNOTATION, TEMPLATE_FINGERPRINT_ANNOTATION,
+    TRACE_PARENT_ANNOTATION, conditions::POLICY_ACTIVATED, is_reserved_namespace, reasons,
 };
 use flotilla_interpreter::{InterpretError, ReplicaInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -28,7 +30,9 @@ use crate::content::TemplateContent;
 use crate::keys::{PolicyKey, TemplateKey};
 use crate::lazy::{BindingFacts, LazyAction, LazyInput, decide};
 use crate::matching::{ClaimChange, ClaimDecision, PolicyView, TemplateMeta, decide_claim};
+use crate::overrides::{OverrideView, OverridesInput};
 use crate::revision::{claim_revision, content_revision, content_revision_value, recorded_claim_revision};
+use flotilla_overrides::select::ObjectFacts;
 
 /// The outcome of one template reconcile, as recorded on its trace span and in metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,11 +80,14 @@ pub struct Warning {
     pub message: String,
 }
 
-/// A change of the detector's `PolicyActivated` condition on a binding.
+/// A change of one of the detector's conditions on a binding (`PolicyActivated`,
+/// `OverridesActivated`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConditionChange {
     /// Set the condition.
     Set {
+        /// The condition type.
+        type_: &'static str,
         /// `True` or `False`.
         status: bool,
         /// Reason.
@@ -88,31 +95,47 @@ pub enum ConditionChange {
         /// Message.
         message: String,
     },
-    /// Remove the condition (the binding has no policy any more).
-    Remove,
+    /// Remove the condition (e.g. the binding has no policy any more).
+    Remove {
+        /// The condition type.
+        type_: &'static str,
+    },
 }
 
 impl ConditionChange {
+    /// Sets `PolicyActivated`.
+    pub fn policy_activated(status: bool, reason: &'static str, message: String) -> Self {
+        ConditionChange::Set {
+            type_: POLICY_ACTIVATED,
+            status,
+            reason,
+            message,
+        }
+    }
+
     /// Applies the change to a condition list; returns whether it changed. The controller
     /// re-applies it to a freshly read list when its status write meets a conflict, so other
     /// writers' conditions are never lost.
     pub fn apply(&self, conditions: &mut Vec<Condition>, now: Timestamp) -> bool {
         match self {
             ConditionChange::Set {
+                type_,
                 status,
                 reason,
                 message,
-            } => conditions::set(
-                conditions,
-                POLICY_ACTIVATED,
-                *status,
-                reason,
-                message.clone(),
-                None,
-                now,
-            ),
-            ConditionChange::Remove => conditions::remove(conditions, POLICY_ACTIVATED),
+            } => conditions::set(conditions, type_, *status, reason, message.clone(), None, now),
+            ConditionChange::Remove { type_ } => conditions::remove(conditions, type_),
         }
+    }
+
+    /// Applies every change; returns whether any changed.
+    pub fn apply_all(changes: &[ConditionChange], conditions: &mut Vec<Condition>, now: Timestamp) -> bool {
+        // Every change applies (no short-circuit).
+        let mut changed = false;
+        for change in changes {
+            changed |= change.apply(conditions, now);
+        }
+        changed
     }
 }
 
@@ -121,12 +144,12 @@ impl ConditionChange {
 pub enum BindingWrite {
     /// Nothing to write.
     None,
-    /// Create the binding, then set its condition.
+    /// Create the binding, then set its conditions.
     Create {
         /// The complete object.
         object: Value,
-        /// The condition to set after creation.
-        condition: ConditionChange,
+        /// The conditions to set after creation.
+        conditions: Vec<ConditionChange>,
     },
     /// Change an existing binding.
     Update {
@@ -134,8 +157,8 @@ pub enum BindingWrite {
         patch: Option<Value>,
         /// Whether the patch changes the spec (the scheduler is told).
         spec_changed: bool,
-        /// The condition change, if the stored conditions differ from it.
-        condition: Option<ConditionChange>,
+        /// The condition changes that change the stored conditions (none: no status write).
+        conditions: Vec<ConditionChange>,
     },
 }
 
@@ -154,7 +177,9 @@ impl BindingWrite {
         match self {
             BindingWrite::None => true,
             BindingWrite::Create { .. } => false,
-            BindingWrite::Update { patch, condition, .. } => patch.is_none() && condition.is_none(),
+            BindingWrite::Update {
+                patch, conditions, ..
+            } => patch.is_none() && conditions.is_empty(),
         }
     }
 }
@@ -177,6 +202,8 @@ pub struct TemplatePlan {
     pub binding: BindingWrite,
     /// A Warning event for the template.
     pub warning: Option<Warning>,
+    /// Whether the binding's `flotilla.io/overrides` changes.
+    pub overrides_changed: bool,
 }
 
 impl TemplatePlan {
@@ -189,6 +216,7 @@ impl TemplatePlan {
             template_patch: None,
             binding: BindingWrite::None,
             warning: None,
+            overrides_changed: false,
         }
     }
 
@@ -214,6 +242,9 @@ pub struct TemplateInput<'a> {
     pub binding: Option<&'a BindingView>,
     /// The trace to record on a binding whose spec changes.
     pub traceparent: Option<&'a str>,
+    /// The override policies: at least every ClusterOverridePolicy and every OverridePolicy of
+    /// the template's namespace.
+    pub overrides: &'a [OverrideView],
 }
 
 /// Whether an object is never a template: reserved namespaces, flotilla's own kinds, objects
@@ -296,6 +327,7 @@ pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
         policies,
         binding,
         traceparent,
+        overrides,
     } = *input;
     if is_ignored(key, object) {
         return TemplatePlan::nothing(Outcome::Ignored, None);
@@ -311,8 +343,9 @@ pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
         fingerprint: fp,
         replicas: &content.replicas,
         written,
+        overrides,
     };
-    match decide_claim(&meta, current.as_ref(), policies) {
+    let mut plan = match decide_claim(&meta, current.as_ref(), policies) {
         ClaimDecision::Frozen(policy) => {
             TemplatePlan::nothing(Outcome::InvalidPolicy, Some(policy.key.clone()))
         }
@@ -320,7 +353,60 @@ pub fn plan_template(input: &TemplateInput<'_>) -> TemplatePlan {
         ClaimDecision::Claimed { policy, change } => {
             plan_claimed(&template, policies, policy, change, binding, traceparent)
         }
-    }
+    };
+    plan.overrides_changed = match &plan.binding {
+        BindingWrite::Create { object, .. } => object
+            .pointer("/metadata/annotations")
+            .is_some_and(|a| a.get(OVERRIDES_ANNOTATION).is_some()),
+        BindingWrite::Update { patch, .. } => patch
+            .as_ref()
+            .and_then(|p| p.pointer("/metadata/annotations"))
+            .is_some_and(|a| a.get(OVERRIDES_ANNOTATION).is_some()),
+        BindingWrite::None => false,
+    };
+    plan
+}
+
+/// The override decision for a template whose binding (existing or about to be created) the
+/// detector writes: the `flotilla.io/overrides` value and the `OverridesActivated` change.
+fn overrides_for(
+    template: &TemplateFacts<'_>,
+    binding: Option<&BindingView>,
+) -> (Option<String>, Option<ConditionChange>) {
+    let recorded_text = binding.and_then(|b| b.annotation(OVERRIDES_ANNOTATION));
+    // No override policy anywhere in scope and none recorded: nothing to decide (most templates).
+    let decision = if template.overrides.is_empty() && recorded_text.is_none() {
+        crate::overrides::OverridesDecision::default()
+    } else {
+        let facts = ObjectFacts::of(&flotilla_overrides::doc::Doc::from(template.object));
+        let recorded = OverrideSnapshot::parse_annotation(recorded_text);
+        crate::overrides::decide(&OverridesInput {
+            template: &facts,
+            content_revision: template.written,
+            activation: annotation(template.object, ACTIVATE_OVERRIDES_ANNOTATION),
+            recorded: &recorded,
+            policies: template.overrides,
+        })
+    };
+    let condition = if !decision.pending.is_empty() {
+        Some(ConditionChange::Set {
+            type_: OVERRIDES_ACTIVATED,
+            status: false,
+            reason: reasons::LAZY_ACTIVATION_PENDING,
+            message: crate::overrides::pending_message(&decision.pending),
+        })
+    } else if binding.is_some_and(|b| conditions::find(&b.conditions, OVERRIDES_ACTIVATED).is_some()) {
+        Some(ConditionChange::Set {
+            type_: OVERRIDES_ACTIVATED,
+            status: true,
+            reason: reasons::OVERRIDES_ACTIVATED,
+            message: "the binding reflects the current generation of every override policy that selects the template"
+                .to_owned(),
+        })
+    } else {
+        None
+    };
+    (OverrideSnapshot::annotation_value(&decision.in_effect), condition)
 }
 
 /// What the planners know of the template.
@@ -330,6 +416,7 @@ struct TemplateFacts<'a> {
     fingerprint: &'a str,
     replicas: &'a Result<Option<ReplicaInfo>, InterpretError>,
     written: Option<Revision>,
+    overrides: &'a [OverrideView],
 }
 
 fn plan_unclaimed(
@@ -345,15 +432,24 @@ fn plan_unclaimed(
     );
     let binding_write = match binding {
         Some(b) => {
+            // A released binding stays, and so do its Works: override policies keep applying
+            // to it (as Karmada's binding controller keeps applying them).
+            let (overrides, overrides_condition) = overrides_for(template, Some(b));
             let patch = OwnedMetadata::claim(None)
+                .annotation(OVERRIDES_ANNOTATION, overrides)
                 .annotation(ACTIVATION_PREFERENCE_ANNOTATION, None)
                 .patch_for(&b.object)
                 .map(|m| json!({ "metadata": m }));
-            let removed = ConditionChange::Remove.apply(&mut b.conditions.clone(), Timestamp::UNIX_EPOCH);
+            let changes = [
+                Some(ConditionChange::Remove {
+                    type_: POLICY_ACTIVATED,
+                }),
+                overrides_condition,
+            ];
             BindingWrite::Update {
                 patch,
                 spec_changed: false,
-                condition: removed.then_some(ConditionChange::Remove),
+                conditions: changing(b, changes.into_iter().flatten()),
             }
         }
         None => BindingWrite::None,
@@ -371,6 +467,7 @@ fn plan_unclaimed(
         template_patch,
         binding: binding_write,
         warning: None,
+        overrides_changed: false,
     }
 }
 
@@ -388,6 +485,7 @@ fn plan_claimed(
         fingerprint: fp,
         replicas,
         written,
+        ..
     } = *template;
     let claim = Claim::of(policy);
     let claim_revision = match &change {
@@ -425,6 +523,7 @@ fn plan_claimed(
                 lazy: None,
                 template_patch,
                 binding: BindingWrite::None,
+                overrides_changed: false,
                 warning: Some(Warning {
                     reason: "InvalidTemplate",
                     message: format!("cannot build the binding of {key} under {}: {error}", policy.key),
@@ -447,22 +546,30 @@ fn plan_claimed(
         }),
     });
 
+    let (overrides, overrides_condition) = overrides_for(template, binding);
     // Failover reads it from the binding: a Lazy policy's bindings are not re-placed
     // (`docs/failover.md`). It follows the claimant at once, like the claim itself.
-    let mut binding_owned = OwnedMetadata::claim(Some(&claim)).annotation(
-        ACTIVATION_PREFERENCE_ANNOTATION,
-        policy.spec.is_lazy().then(|| "Lazy".to_owned()),
-    );
-    let activated = ConditionChange::Set {
-        status: true,
-        reason: reasons::POLICY_ACTIVATED,
-        message: activated_message(policy),
+    let mut binding_owned = OwnedMetadata::claim(Some(&claim))
+        .annotation(
+            ACTIVATION_PREFERENCE_ANNOTATION,
+            policy.spec.is_lazy().then(|| "Lazy".to_owned()),
+        )
+        .annotation(OVERRIDES_ANNOTATION, overrides);
+    let with_overrides = |policy_condition: ConditionChange| {
+        let mut changes = vec![policy_condition];
+        changes.extend(overrides_condition.clone());
+        changes
     };
-    let pending = ConditionChange::Set {
-        status: false,
-        reason: reasons::LAZY_ACTIVATION_PENDING,
-        message: pending_message(policy),
-    };
+    let activated = with_overrides(ConditionChange::policy_activated(
+        true,
+        reasons::POLICY_ACTIVATED,
+        activated_message(policy),
+    ));
+    let pending = with_overrides(ConditionChange::policy_activated(
+        false,
+        reasons::LAZY_ACTIVATION_PENDING,
+        pending_message(policy),
+    ));
     let binding_write = match (lazy, binding) {
         (LazyAction::Refresh(_), None) => {
             binding_owned = binding_owned
@@ -473,7 +580,7 @@ fn plan_claimed(
             let template_uid = template_str(object, "/metadata/uid").unwrap_or_default();
             BindingWrite::Create {
                 object: new_binding(key, template_uid, metadata, &desired),
-                condition: activated,
+                conditions: activated,
             }
         }
         (LazyAction::Refresh(_), Some(b)) => {
@@ -514,6 +621,7 @@ fn plan_claimed(
         template_patch,
         binding: binding_write,
         warning: None,
+        overrides_changed: false,
     }
 }
 
@@ -526,14 +634,14 @@ fn refreshed(
     mut owned: OwnedMetadata,
     spec: Option<Value>,
     traceparent: Option<&str>,
-    condition: ConditionChange,
+    conditions: Vec<ConditionChange>,
 ) -> BindingWrite {
     if spec.is_some()
         && let Some(traceparent) = traceparent
     {
         owned = owned.annotation(TRACE_PARENT_ANNOTATION, Some(traceparent.to_owned()));
     }
-    update(binding, key, object, &owned, spec, condition)
+    update(binding, key, object, &owned, spec, conditions)
 }
 
 fn update(
@@ -542,7 +650,7 @@ fn update(
     object: &Value,
     owned: &OwnedMetadata,
     spec: Option<Value>,
-    condition: ConditionChange,
+    conditions: Vec<ConditionChange>,
 ) -> BindingWrite {
     let mut patch = Map::new();
     let mut metadata = owned.patch_for(&binding.object).unwrap_or_default();
@@ -561,13 +669,23 @@ fn update(
     if let Some(spec) = spec {
         patch.insert("spec".into(), spec);
     }
-    // The transition time does not matter for "would it change".
-    let changes = condition.apply(&mut binding.conditions.clone(), Timestamp::UNIX_EPOCH);
     BindingWrite::Update {
         patch: (!patch.is_empty()).then_some(Value::Object(patch)),
         spec_changed,
-        condition: changes.then_some(condition),
+        conditions: changing(binding, conditions),
     }
+}
+
+/// The changes that would change the binding's stored conditions (the transition time does
+/// not matter for "would it change").
+fn changing(
+    binding: &BindingView,
+    changes: impl IntoIterator<Item = ConditionChange>,
+) -> Vec<ConditionChange> {
+    changes
+        .into_iter()
+        .filter(|change| change.apply(&mut binding.conditions.clone(), Timestamp::UNIX_EPOCH))
+        .collect()
 }
 
 #[cfg(test)]

@@ -131,6 +131,8 @@ fn merge(target: &mut Value, patch: &Value) {
 struct World {
     template: Value,
     binding: Option<Value>,
+    /// The override policies that exist.
+    overrides: Vec<crate::overrides::OverrideView>,
     writes: Vec<&'static str>,
     schedules: usize,
     clock: u64,
@@ -146,6 +148,7 @@ impl World {
         Self {
             template,
             binding: None,
+            overrides: vec![],
             writes: vec![],
             schedules: 0,
             clock,
@@ -176,6 +179,7 @@ impl World {
             policies,
             binding: view.as_ref(),
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            overrides: &self.overrides,
         })
     }
 
@@ -195,10 +199,13 @@ impl World {
         }
         match &plan.binding {
             BindingWrite::None => {}
-            BindingWrite::Create { object, condition } => {
+            BindingWrite::Create {
+                object,
+                conditions: changes,
+            } => {
                 let mut object = object.clone();
                 let mut conditions = vec![];
-                condition.apply(&mut conditions, ts(10_000));
+                ConditionChange::apply_all(changes, &mut conditions, ts(10_000));
                 object["status"] = json!({ "conditions": conditions });
                 self.binding = Some(object);
                 self.writes.push("binding-create");
@@ -207,7 +214,7 @@ impl World {
             BindingWrite::Update {
                 patch,
                 spec_changed,
-                condition,
+                conditions: changes,
             } => {
                 let binding = self.binding.as_mut().unwrap();
                 if let Some(patch) = patch {
@@ -221,13 +228,15 @@ impl World {
                 if *spec_changed {
                     self.schedules += 1;
                 }
-                if let Some(condition) = condition {
+                if !changes.is_empty() {
                     let view = self.view().unwrap();
                     let mut conditions = view.conditions.clone();
-                    assert!(
-                        condition.apply(&mut conditions, ts(10_000)),
-                        "a planned condition change changes"
-                    );
+                    for change in changes {
+                        assert!(
+                            change.apply(&mut conditions, ts(10_000)),
+                            "a planned condition change changes"
+                        );
+                    }
                     self.binding.as_mut().unwrap()["status"] = json!({ "conditions": conditions });
                     self.writes.push("binding-status");
                 }
@@ -432,6 +441,7 @@ fn ignored_templates() {
             policies: std::slice::from_ref(&p),
             binding: None,
             traceparent: None,
+            overrides: &[],
         });
         assert_eq!(plan.outcome, Outcome::Ignored, "{namespace}");
         assert!(plan.is_noop());
@@ -445,6 +455,7 @@ fn ignored_templates() {
         policies: std::slice::from_ref(&p),
         binding: None,
         traceparent: None,
+        overrides: &[],
     });
     assert_eq!(plan.outcome, Outcome::Ignored);
     let own = TemplateKey {
@@ -759,6 +770,7 @@ fn template_change_before_a_lazy_edit_keeps_the_edit_pending() {
     let mut stepwise = World {
         template: world.template.clone(),
         binding: world.binding.clone(),
+        overrides: vec![],
         writes: vec![],
         schedules: 0,
         clock: world.clock,
@@ -1160,4 +1172,141 @@ fn other_conditions_are_kept() {
     assert_eq!(conditions.len(), 2);
     assert_eq!(conditions[0].type_, "Scheduled");
     assert_eq!(conditions[1].reason, "LazyActivationPending");
+}
+
+// ------------------------------------------------------------------------------------------
+// Override policies in effect (`flotilla.io/overrides`).
+// ------------------------------------------------------------------------------------------
+
+/// An OverridePolicy of `default` selecting the nginx Deployment, generation `generation`
+/// written at revision `at`, that adds the label `gen: <generation>`.
+fn override_policy(name: &str, generation: i64, at: u64, lazy: bool) -> crate::overrides::OverrideView {
+    let spec: flotilla_api::OverrideSpec = serde_json::from_value(json!({
+        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+        "activationPreference": if lazy { Some("Lazy") } else { None },
+        "overrideRules": [{"overriders": {"labelsOverrider": [{"operator": "add", "value": {"gen": generation.to_string()}}]}}],
+    }))
+    .unwrap();
+    crate::overrides::OverrideView {
+        key: crate::overrides::OverrideKey {
+            kind: flotilla_api::overrides::OverridePolicyKind::OverridePolicy,
+            namespace: Some("default".into()),
+            name: name.into(),
+        },
+        uid: format!("uid-{name}"),
+        generation,
+        revision: Some(Revision::from(at)),
+        valid: true,
+        spec,
+    }
+}
+
+impl World {
+    /// `(name, generation)` of each override policy the binding records.
+    fn overrides_in_effect(&self) -> Vec<(String, i64)> {
+        flotilla_api::overrides::OverrideSnapshot::parse_annotation(
+            self.binding_annotation("flotilla.io/overrides").as_deref(),
+        )
+        .into_iter()
+        .map(|e| (e.name, e.generation))
+        .collect()
+    }
+
+    fn overrides_activated(&self) -> Option<(String, String)> {
+        let view = self.view()?;
+        let c = view.conditions.iter().find(|c| c.type_ == "OverridesActivated")?;
+        Some((c.status.clone(), c.reason.clone()))
+    }
+}
+
+#[test]
+fn eager_override_policies_are_recorded_with_the_binding_and_follow_edits_at_once() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.overrides = vec![override_policy("op", 1, 50, false)];
+    world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(world.overrides_in_effect(), vec![("op".to_owned(), 1)]);
+    // No pending override, no condition.
+    assert_eq!(world.overrides_activated(), None);
+    world.take_writes();
+    // An edit: only the binding's metadata is written (no spec write, no rescheduling).
+    let at = world.tick();
+    world.overrides = vec![override_policy("op", 2, at, false)];
+    let schedules = world.schedules;
+    let plan = world.reconcile(std::slice::from_ref(&p));
+    assert!(plan.overrides_changed);
+    assert_eq!(world.overrides_in_effect(), vec![("op".to_owned(), 2)]);
+    assert_eq!(world.take_writes(), vec!["binding-metadata"]);
+    assert_eq!(world.schedules, schedules);
+    // Deleted: gone at once.
+    world.overrides.clear();
+    world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(world.overrides_in_effect(), Vec::<(String, i64)>::new());
+    assert_eq!(world.binding_annotation("flotilla.io/overrides"), None);
+}
+
+#[test]
+fn lazy_override_policy_waits_for_the_template_and_activation() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.reconcile(std::slice::from_ref(&p));
+    // A Lazy policy created after the template: pending (Simple Case 2).
+    let at = world.tick();
+    world.overrides = vec![override_policy("op", 1, at, true)];
+    world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(world.overrides_in_effect(), Vec::<(String, i64)>::new());
+    assert_eq!(
+        world.overrides_activated(),
+        Some(("False".into(), "LazyActivationPending".into()))
+    );
+    // The template changes: in effect.
+    world.touch("1");
+    world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(world.overrides_in_effect(), vec![("op".to_owned(), 1)]);
+    assert_eq!(
+        world.overrides_activated(),
+        Some(("True".into(), "OverridesActivated".into()))
+    );
+    // An edit waits ...
+    let at = world.tick();
+    world.overrides = vec![override_policy("op", 2, at, true)];
+    world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(world.overrides_in_effect(), vec![("op".to_owned(), 1)]);
+    let message = world
+        .view()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "OverridesActivated")
+        .unwrap()
+        .message
+        .clone();
+    assert_eq!(
+        message,
+        "OverridePolicy default/op generation 2 is pending: it takes effect when the template next changes (or with flotilla activate)"
+    );
+    // ... until activated (flotilla activate writes the annotation; not a content change).
+    world.template["metadata"]["annotations"] = json!({"flotilla.io/activate-overrides": "uid-op/2"});
+    let rv = world.tick();
+    world.template["metadata"]["resourceVersion"] = json!(rv.to_string());
+    world.reconcile(std::slice::from_ref(&p));
+    assert_eq!(world.overrides_in_effect(), vec![("op".to_owned(), 2)]);
+    assert_eq!(
+        world.overrides_activated(),
+        Some(("True".into(), "OverridesActivated".into()))
+    );
+}
+
+#[test]
+fn a_released_binding_keeps_following_override_policies() {
+    let p = pp("pp", "member1", false, 0);
+    let mut world = World::new(nginx(100));
+    world.overrides = vec![override_policy("op", 1, 50, false)];
+    world.reconcile(std::slice::from_ref(&p));
+    world.reconcile(&[]);
+    assert_eq!(world.claim(), None);
+    let at = world.tick();
+    world.overrides = vec![override_policy("op", 2, at, false)];
+    world.reconcile(&[]);
+    assert_eq!(world.overrides_in_effect(), vec![("op".to_owned(), 2)]);
 }

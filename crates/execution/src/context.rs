@@ -6,6 +6,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -101,6 +102,10 @@ pub struct Stores {
     pub clusters: Store<Cluster>,
     /// Namespaces.
     pub namespaces: Store<Namespace>,
+    /// OverridePolicies (rendering bindings the detector does not manage, and namespaces).
+    pub override_policies: Store<OverridePolicy>,
+    /// ClusterOverridePolicies (likewise).
+    pub cluster_override_policies: Store<ClusterOverridePolicy>,
 }
 
 /// Everything the controllers share.

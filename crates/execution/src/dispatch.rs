@@ -25,10 +25,16 @@ use crate::clusters::Members;
 use crate::context::{BindingKey, Context};
 use crate::error::ExecutionError;
 use crate::metrics::metrics;
+use crate::overrides::{
+    OverrideInputs, applied_condition, current_policies, detector_managed, recorded_policies,
+};
 use crate::status::{
     aggregated_items, fully_applied, merge_patch_diff, per_cluster_statuses, stamp_health_transitions,
 };
 use crate::works::{BINDING_FINALIZER, BindingKind, BindingView, DesiredWork, WORK_FINALIZER, plan_works};
+use flotilla_overrides::{
+    APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION, ClusterFacts, RuleFailure,
+};
 
 /// What a reconcile of one binding found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -230,11 +236,15 @@ async fn reconcile_locked(
     // Whether this reconcile wrote a Work: its status would then aggregate Works about to
     // change, and is left to the reconcile their events bring (see `WORK_REPORTS_COALESCE`).
     let mut wrote_works = false;
+    // Whether override policies are in effect, and the rules that failed, when Works were
+    // planned.
+    let mut override_outcome = None;
     if scheduled {
         template = get_template(ctx, &binding.spec).await?;
         if let Some(template) = &template {
             let clusters: BTreeSet<String> = existing.keys().cloned().collect();
-            let plan = match plan_works(&view, template, &clusters) {
+            let overrides = override_inputs(ctx, &binding);
+            let plan = match plan_works(&view, template, &clusters, &overrides) {
                 Ok(plan) => plan,
                 Err(error) => {
                     let message = format!("cannot prepare the Work manifests of {key}: {error}");
@@ -249,6 +259,10 @@ async fn reconcile_locked(
                     return Err(ExecutionError::NotReady(message));
                 }
             };
+            for (cluster, failure) in &plan.override_failures {
+                tracing::warn!(binding = %key, cluster, "override rule skipped: {failure}");
+            }
+            override_outcome = Some((plan.overrides_in_effect, plan.override_failures.clone()));
             let traceparent = flotilla_telemetry::propagation::current_traceparent().or_else(|| {
                 binding
                     .metadata
@@ -346,9 +360,49 @@ async fn reconcile_locked(
         // out to change nothing (no event).
         ctx.binding_queue.add_after(key.clone(), WORK_REPORTS_COALESCE);
     } else {
-        write_status(ctx, key, &binding, &existing, template.as_ref(), scheduled).await?;
+        write_status(
+            ctx,
+            key,
+            &binding,
+            &existing,
+            template.as_ref(),
+            scheduled,
+            override_outcome.as_ref(),
+        )
+        .await?;
     }
     Ok(outcome)
+}
+
+/// The override policies that render `binding`'s Works (see [`crate::overrides`]) and the
+/// clusters' facts their rules select by.
+fn override_inputs(ctx: &Context, binding: &BindingObject) -> OverrideInputs {
+    let annotations = binding.metadata.annotations.clone().unwrap_or_default();
+    let policies = if detector_managed(&annotations) {
+        recorded_policies(&annotations)
+    } else {
+        current_policies(
+            &ctx.stores.override_policies.state(),
+            &ctx.stores.cluster_override_policies.state(),
+            binding
+                .spec
+                .resource
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty()),
+        )
+    };
+    let clusters = if policies.is_empty() {
+        BTreeMap::new()
+    } else {
+        ctx.stores
+            .clusters
+            .state()
+            .iter()
+            .map(|c| (c.name_any(), ClusterFacts::of(c)))
+            .collect()
+    };
+    OverrideInputs { policies, clusters }
 }
 
 fn view_of<'a>(key: &'a BindingKey, uid: &'a str, binding: &'a BindingObject) -> BindingView<'a> {
@@ -434,7 +488,12 @@ pub(crate) fn needs_write(current: Option<&Work>, desired: &DesiredWork) -> bool
         suspend_dispatching,
         preserve_resources_on_deletion,
     } = &desired.spec;
+    // The override records must also go when no rule applies any more.
+    let records_differ = [APPLIED_OVERRIDES_ANNOTATION, APPLIED_CLUSTER_OVERRIDES_ANNOTATION]
+        .iter()
+        .any(|key| annotations.get(*key) != desired.annotations.get(*key));
     current.spec.suspend_dispatching != *suspend_dispatching
+        || records_differ
         || current.spec.preserve_resources_on_deletion != *preserve_resources_on_deletion
         || !crate::cache::has_manifests(current, &workload.manifests)
         || desired.labels.iter().any(|(k, v)| labels.get(k) != Some(v))
@@ -642,6 +701,7 @@ async fn write_status(
     existing: &BTreeMap<String, Arc<Work>>,
     template: Option<&Value>,
     scheduled: bool,
+    overrides: Option<&(bool, Vec<(String, RuleFailure)>)>,
 ) -> Result<(), ExecutionError> {
     let targets: Vec<String> = binding.spec.cluster_names().map(str::to_owned).collect();
     let works: BTreeMap<String, &Work> = existing.iter().map(|(c, w)| (c.clone(), w.as_ref())).collect();
@@ -665,6 +725,36 @@ async fn write_status(
         status.aggregated_status = items.clone();
         changed = true;
     }
+    let mut override_event = None;
+    if let Some((in_effect, failures)) = overrides {
+        let was_failing = flotilla_api::conditions::find(&status.conditions, conditions::OVERRIDES_APPLIED)
+            .is_some_and(|c| c.status == "False");
+        let moved = match applied_condition(*in_effect, failures) {
+            Some((applied, reason, message)) => {
+                let moved = flotilla_api::conditions::set(
+                    &mut status.conditions,
+                    conditions::OVERRIDES_APPLIED,
+                    applied,
+                    reason,
+                    message.clone(),
+                    binding.metadata.generation,
+                    Timestamp::now(),
+                );
+                if moved && !applied {
+                    override_event = Some((EventType::Warning, reason, message));
+                } else if moved && was_failing {
+                    override_event = Some((
+                        EventType::Normal,
+                        reason,
+                        "every override rule in effect applies again in every cluster".to_owned(),
+                    ));
+                }
+                moved
+            }
+            None => flotilla_api::conditions::remove(&mut status.conditions, conditions::OVERRIDES_APPLIED),
+        };
+        changed |= moved;
+    }
     if changed {
         let patch = json!({
             "metadata": {"resourceVersion": binding.metadata.resource_version},
@@ -676,6 +766,16 @@ async fn write_status(
             .map_err(ExecutionError::control_plane(format!(
                 "write the status of {key}"
             )))?;
+        if let Some((type_, reason, message)) = override_event {
+            ctx.event(
+                &binding_ref(key, binding),
+                type_,
+                reason,
+                "ApplyOverrides",
+                message,
+            )
+            .await;
+        }
     }
     if let Some(template) = template {
         write_template_status(ctx, &binding.spec, template, &items).await?;

@@ -16,8 +16,10 @@
 //!
 //! Pure decisions live in plain modules with exhaustive unit tests:
 //! [`naming`] (Work names), [`manifest`] (template to manifest, hashes, revisions), [`works`]
-//! (binding to Works, suspension and eviction per cluster), [`taints`] (failover taints from
-//! the `Ready` condition), [`apply_once`] (the apply decision), [`member`]
+//! (binding to Works, suspension and eviction per cluster, override policies per cluster),
+//! [`overrides`] (which override policies render a binding, its `OverridesApplied`
+//! condition), [`taints`] (failover taints from the `Ready` condition), [`apply_once`] (the
+//! apply decision), [`member`]
 //! (marks, ownership and conflicts, drift comparison) and [`status`] (aggregation).
 //!
 //! The I/O around them: [`dispatch`] (binding controller and status aggregation), [`apply`]
@@ -42,6 +44,7 @@ pub mod member;
 pub mod metrics;
 pub mod namespaces;
 pub mod naming;
+pub mod overrides;
 pub mod server;
 pub mod service;
 pub mod status;

@@ -26,7 +26,12 @@ use crate::error::{ExecutionError, ManifestError};
 use crate::manifest::{ClusterShare, prepare_manifest};
 use crate::metrics::metrics;
 use crate::naming::namespace_work_name;
+use crate::overrides::{ClusterFailures, OverrideInputs, current_policies};
 use crate::works::DesiredWork;
+use flotilla_api::well_known::reasons;
+use flotilla_overrides::APPLIED_CLUSTER_OVERRIDES_ANNOTATION;
+use kube::Resource;
+use kube::runtime::events::EventType;
 
 /// Label on a namespace's Works: the control-plane namespace they propagate.
 pub const PROPAGATED_NAMESPACE_LABEL: &str = "flotilla.io/propagated-namespace";
@@ -67,33 +72,51 @@ pub fn namespace_manifest(namespace: &Namespace) -> Result<Value, ManifestError>
     Ok(manifest)
 }
 
-/// The Works namespace `namespace` needs, one per cluster in `clusters`.
+/// The Works namespace `namespace` needs, one per cluster in `clusters`, with the
+/// ClusterOverridePolicies in `overrides` applied per cluster (as Karmada's namespace sync
+/// does); the rules that failed come back beside them.
 pub fn desired_namespace_works(
     namespace: &Namespace,
     clusters: &BTreeSet<String>,
-) -> Result<Vec<DesiredWork>, ManifestError> {
+    overrides: &OverrideInputs,
+) -> Result<(Vec<DesiredWork>, ClusterFailures), ManifestError> {
     if !should_propagate(namespace) {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let manifest = namespace_manifest(namespace)?;
     let name = namespace.name_any();
-    Ok(clusters
+    let mut failures = Vec::new();
+    let works = clusters
         .iter()
-        .map(|cluster| DesiredWork {
-            cluster: cluster.clone(),
-            namespace: execution_namespace(cluster),
-            name: namespace_work_name(&name),
-            labels: BTreeMap::from([(PROPAGATED_NAMESPACE_LABEL.to_owned(), name.clone())]),
-            annotations: BTreeMap::new(),
-            spec: WorkSpec {
-                workload: WorkloadTemplate {
-                    manifests: vec![manifest.clone()],
+        .map(|cluster| {
+            let mut annotations = BTreeMap::new();
+            let mut manifest = manifest.clone();
+            if !overrides.policies.is_empty() {
+                let rendered =
+                    flotilla_overrides::render(&manifest, &overrides.cluster(cluster), &overrides.policies);
+                manifest = rendered.manifest;
+                if let Some(applied) = rendered.applied_cluster_overrides {
+                    annotations.insert(APPLIED_CLUSTER_OVERRIDES_ANNOTATION.to_owned(), applied);
+                }
+                failures.extend(rendered.failures.into_iter().map(|f| (cluster.clone(), f)));
+            }
+            DesiredWork {
+                cluster: cluster.clone(),
+                namespace: execution_namespace(cluster),
+                name: namespace_work_name(&name),
+                labels: BTreeMap::from([(PROPAGATED_NAMESPACE_LABEL.to_owned(), name.clone())]),
+                annotations,
+                spec: WorkSpec {
+                    workload: WorkloadTemplate {
+                        manifests: vec![manifest],
+                    },
+                    suspend_dispatching: Some(false),
+                    preserve_resources_on_deletion: Some(false),
                 },
-                suspend_dispatching: Some(false),
-                preserve_resources_on_deletion: Some(false),
-            },
+            }
         })
-        .collect())
+        .collect();
+    Ok((works, failures))
 }
 
 /// Makes namespace `name`'s Works match the registered clusters.
@@ -116,14 +139,33 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .map(|c| c.name_any())
         .collect();
-    let desired = match ctx.stores.namespaces.get(&ObjectRef::new(name)) {
-        Some(namespace) => {
-            desired_namespace_works(&namespace, &clusters).map_err(|source| ExecutionError::Manifest {
+    let policies = current_policies(
+        &ctx.stores.override_policies.state(),
+        &ctx.stores.cluster_override_policies.state(),
+        None,
+    );
+    let overrides = OverrideInputs {
+        clusters: if policies.is_empty() {
+            BTreeMap::new()
+        } else {
+            ctx.stores
+                .clusters
+                .state()
+                .iter()
+                .map(|c| (c.name_any(), flotilla_overrides::ClusterFacts::of(c)))
+                .collect()
+        },
+        policies,
+    };
+    let namespace = ctx.stores.namespaces.get(&ObjectRef::new(name));
+    let (desired, failures) = match &namespace {
+        Some(namespace) => desired_namespace_works(namespace, &clusters, &overrides).map_err(|source| {
+            ExecutionError::Manifest {
                 object: format!("Namespace {name}"),
                 source,
-            })?
-        }
-        None => Vec::new(),
+            }
+        })?,
+        None => (Vec::new(), Vec::new()),
     };
     let existing: BTreeMap<String, Arc<flotilla_api::Work>> =
         cached_works_named(ctx, &namespace_work_name(name))
@@ -134,6 +176,21 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
         if needs_write(existing.get(&work.cluster).map(Arc::as_ref), work) {
             apply_work(ctx, work, None).await?;
             Members::ensure(ctx, &work.cluster).queue.add(work.name.clone());
+            // Reported with the write that skipped them (a namespace has no status to hold a
+            // condition).
+            for (cluster, failure) in failures.iter().filter(|(c, _)| *c == work.cluster) {
+                tracing::warn!(namespace = name, cluster, "override rule skipped: {failure}");
+                if let Some(namespace) = &namespace {
+                    ctx.event(
+                        &namespace.object_ref(&()),
+                        EventType::Warning,
+                        reasons::APPLY_OVERRIDE_POLICY_FAILED,
+                        "ApplyOverrides",
+                        format!("cluster {cluster}: {failure}"),
+                    )
+                    .await;
+                }
+            }
         }
     }
     let wanted: BTreeSet<&str> = desired.iter().map(|w| w.cluster.as_str()).collect();
@@ -194,7 +251,12 @@ mod tests {
     #[test]
     fn one_work_per_cluster_with_a_clean_namespace_manifest() {
         let clusters: BTreeSet<String> = ["member1", "member2"].iter().map(|c| (*c).to_owned()).collect();
-        let works = desired_namespace_works(&namespace("team-a", &[("team", "a")]), &clusters).unwrap();
+        let (works, _) = desired_namespace_works(
+            &namespace("team-a", &[("team", "a")]),
+            &clusters,
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(works.len(), 2);
         assert_eq!(works[1].namespace, "karmada-es-member2");
         assert_eq!(works[0].name, namespace_work_name("team-a"));
@@ -217,9 +279,14 @@ mod tests {
             })
         );
         assert!(
-            desired_namespace_works(&namespace("kube-public", &[]), &clusters)
-                .unwrap()
-                .is_empty()
+            desired_namespace_works(
+                &namespace("kube-public", &[]),
+                &clusters,
+                &OverrideInputs::default()
+            )
+            .unwrap()
+            .0
+            .is_empty()
         );
     }
 }

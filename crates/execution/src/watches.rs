@@ -5,15 +5,18 @@
 //! |---|---|
 //! | ResourceBinding, ClusterResourceBinding | the binding |
 //! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report; re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
-//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed |
+//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; when its labels or fields (provider, region, zones) change, the bindings targeting it and every namespace (override rules select clusters by them) |
 //! | Namespace | the namespace |
+//! | OverridePolicy, ClusterOverridePolicy | the bindings the detector does not manage (attached dependencies) in its scope, and for a ClusterOverridePolicy every namespace (those render with the policies as they are; the detector's bindings record what is in effect and come back through their own watch) |
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::well_known::cluster_of_execution_namespace;
 use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use flotilla_overrides::ClusterFacts;
 use flotilla_runtime::watch::Change;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -24,6 +27,7 @@ use crate::clusters::Members;
 use crate::context::{BindingKey, Context, Stores};
 use crate::dispatch::binding_of_work;
 use crate::namespaces::PROPAGATED_NAMESPACE_LABEL;
+use crate::overrides::detector_managed;
 use crate::works::BindingKind;
 
 /// What of a Work, when it changes, needs its cluster's worker: generation, whether it is
@@ -37,6 +41,8 @@ pub struct Writers {
     works: Writer<Work>,
     clusters: Writer<Cluster>,
     namespaces: Writer<Namespace>,
+    override_policies: Writer<OverridePolicy>,
+    cluster_override_policies: Writer<ClusterOverridePolicy>,
 }
 
 /// Empty caches and their writers.
@@ -46,6 +52,8 @@ pub fn stores() -> (Stores, Writers) {
     let (works, works_writer) = reflector::store();
     let (clusters, clusters_writer) = reflector::store();
     let (namespaces, namespaces_writer) = reflector::store();
+    let (override_policies, override_policies_writer) = reflector::store();
+    let (cluster_override_policies, cluster_override_policies_writer) = reflector::store();
     (
         Stores {
             bindings,
@@ -53,6 +61,8 @@ pub fn stores() -> (Stores, Writers) {
             works,
             clusters,
             namespaces,
+            override_policies,
+            cluster_override_policies,
         },
         Writers {
             bindings: bindings_writer,
@@ -60,6 +70,8 @@ pub fn stores() -> (Stores, Writers) {
             works: works_writer,
             clusters: clusters_writer,
             namespaces: namespaces_writer,
+            override_policies: override_policies_writer,
+            cluster_override_policies: cluster_override_policies_writer,
         },
     )
 }
@@ -80,6 +92,8 @@ pub async fn wait_synced(stores: &Stores) -> bool {
         && ready(&stores.works).await
         && ready(&stores.clusters).await
         && ready(&stores.namespaces).await
+        && ready(&stores.override_policies).await
+        && ready(&stores.cluster_override_policies).await
 }
 
 /// Starts every control-plane watch.
@@ -169,6 +183,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     {
         let ctx = ctx.clone();
         let mut known: BTreeSet<String> = BTreeSet::new();
+        let mut facts: HashMap<String, ClusterFacts> = HashMap::new();
         run(
             Api::<Cluster>::all(client.clone()),
             writers.clusters,
@@ -179,12 +194,54 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 let Some(cluster) = event.object() else { return };
                 let name = cluster.name_any();
                 let changed = if deleted {
+                    facts.remove(&name);
                     known.remove(&name)
                 } else {
                     Members::ensure(&ctx, &name);
-                    known.insert(name)
+                    known.insert(name.clone())
                 };
-                if changed {
+                // Override rules select clusters by labels and fields: a change re-renders the
+                // Works in that cluster.
+                let selection_moved = !deleted && {
+                    let now = ClusterFacts::of(cluster);
+                    let before = facts.insert(name.clone(), now.clone());
+                    before.is_some_and(|before| before != now)
+                };
+                if selection_moved {
+                    queue_bindings_targeting(&ctx, &name);
+                }
+                if changed || selection_moved {
+                    for namespace in ctx.stores.namespaces.state() {
+                        ctx.namespace_queue.add(namespace.name_any());
+                    }
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        run(
+            Api::<OverridePolicy>::all(client.clone()),
+            writers.override_policies,
+            ctx.clone(),
+            |_| {},
+            move |event| {
+                if let Some(policy) = event.object() {
+                    queue_unmanaged_bindings(&ctx, policy.namespace().as_deref());
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        run(
+            Api::<ClusterOverridePolicy>::all(client.clone()),
+            writers.cluster_override_policies,
+            ctx.clone(),
+            |_| {},
+            move |event| {
+                if event.object().is_some() {
+                    queue_unmanaged_bindings(&ctx, None);
                     for namespace in ctx.stores.namespaces.state() {
                         ctx.namespace_queue.add(namespace.name_any());
                     }
@@ -205,6 +262,56 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 }
             },
         );
+    }
+}
+
+/// Queues every binding with a Work in `cluster` (its spec targets it).
+fn queue_bindings_targeting(ctx: &Context, cluster: &str) {
+    for binding in ctx.stores.bindings.state() {
+        if binding.spec.cluster_names().any(|c| c == cluster) {
+            ctx.binding_queue.add(BindingKey {
+                kind: BindingKind::ResourceBinding,
+                namespace: binding.namespace().unwrap_or_default(),
+                name: binding.name_any(),
+            });
+        }
+    }
+    for binding in ctx.stores.cluster_bindings.state() {
+        if binding.spec.cluster_names().any(|c| c == cluster) {
+            ctx.binding_queue.add(BindingKey {
+                kind: BindingKind::ClusterResourceBinding,
+                namespace: String::new(),
+                name: binding.name_any(),
+            });
+        }
+    }
+}
+
+/// Queues the bindings rendered with the override policies as they are (those the detector
+/// does not manage), for templates in `namespace` (`None`: every namespace).
+fn queue_unmanaged_bindings(ctx: &Context, namespace: Option<&str>) {
+    for binding in ctx.stores.bindings.state() {
+        if !detector_managed(binding.annotations())
+            && namespace.is_none_or(|ns| binding.spec.resource.namespace.as_deref() == Some(ns))
+        {
+            ctx.binding_queue.add(BindingKey {
+                kind: BindingKind::ResourceBinding,
+                namespace: binding.namespace().unwrap_or_default(),
+                name: binding.name_any(),
+            });
+        }
+    }
+    if namespace.is_some() {
+        return;
+    }
+    for binding in ctx.stores.cluster_bindings.state() {
+        if !detector_managed(binding.annotations()) {
+            ctx.binding_queue.add(BindingKey {
+                kind: BindingKind::ClusterResourceBinding,
+                namespace: String::new(),
+                name: binding.name_any(),
+            });
+        }
     }
 }
 

@@ -23,11 +23,13 @@ use flotilla_api::well_known::{
 };
 use flotilla_api::work::WorkloadTemplate;
 use flotilla_api::{ResourceBindingSpec, Work, WorkSpec};
+use flotilla_overrides::{APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION};
 use serde_json::Value;
 
 use crate::error::ManifestError;
 use crate::manifest::{ClusterShare, Revision, prepare_manifest};
 use crate::naming::work_name;
+use crate::overrides::OverrideInputs;
 
 /// Annotation on a Work written by executions before the applied revisions moved into
 /// `status.manifestStatuses[].appliedRevision` (still read, never written): the revision last applied per manifest,
@@ -146,6 +148,10 @@ pub struct WorkPlan {
     /// A cluster evicted with purge mode `Directly` whose Work still exists: `upsert` must wait
     /// until it is gone.
     pub waiting_for: Option<String>,
+    /// Whether any override policy is in effect for the binding.
+    pub overrides_in_effect: bool,
+    /// Override rules skipped because they failed, by cluster.
+    pub override_failures: Vec<(String, flotilla_overrides::RuleFailure)>,
 }
 
 /// Whether the binding divides replicas over its clusters (Karmada's `needReviseReplicas`:
@@ -160,12 +166,15 @@ pub fn divides_replicas(spec: &ResourceBindingSpec) -> bool {
             .is_some_and(|s| s.scheduling_type() == ReplicaSchedulingType::Divided)
 }
 
-/// The Works `binding` needs, given its `template` and the clusters that already have a Work
-/// of it.
+/// The Works `binding` needs, given its `template`, the clusters that already have a Work of
+/// it, and the override policies in effect (applied per cluster after the manifest is prepared,
+/// replicas included, as Karmada applies them last; each Work records the rules that applied in
+/// Karmada's `policy.karmada.io/applied-overrides` / `applied-cluster-overrides`).
 pub fn plan_works(
     binding: &BindingView<'_>,
     template: &Value,
     existing: &BTreeSet<String>,
+    overrides: &OverrideInputs,
 ) -> Result<WorkPlan, ManifestError> {
     let spec = binding.spec;
     let suspension = binding.suspension();
@@ -177,7 +186,10 @@ pub fn plan_works(
     };
     let conflict_resolution = spec.conflict_resolution();
     let preserve = spec.preserve_resources_on_deletion();
-    let mut plan = WorkPlan::default();
+    let mut plan = WorkPlan {
+        overrides_in_effect: !overrides.policies.is_empty(),
+        ..Default::default()
+    };
     let mut targeted = BTreeSet::new();
     for target in &spec.clusters {
         if !targeted.insert(target.name.clone()) {
@@ -187,13 +199,36 @@ pub fn plan_works(
             replicas: divided.then_some(target.replicas),
             job_completions: completions.as_ref().and_then(|c| c.get(&target.name).copied()),
         };
-        let manifest = prepare_manifest(template, &share, &conflict_resolution)?;
+        let mut manifest = prepare_manifest(template, &share, &conflict_resolution)?;
+        let mut annotations = binding.work_annotations();
+        if !overrides.policies.is_empty() {
+            let rendered =
+                flotilla_overrides::render(&manifest, &overrides.cluster(&target.name), &overrides.policies);
+            manifest = rendered.manifest;
+            for (key, value) in [
+                (
+                    APPLIED_CLUSTER_OVERRIDES_ANNOTATION,
+                    rendered.applied_cluster_overrides,
+                ),
+                (APPLIED_OVERRIDES_ANNOTATION, rendered.applied_overrides),
+            ] {
+                if let Some(value) = value {
+                    annotations.insert(key.to_owned(), value);
+                }
+            }
+            plan.override_failures.extend(
+                rendered
+                    .failures
+                    .into_iter()
+                    .map(|failure| (target.name.clone(), failure)),
+            );
+        }
         plan.upsert.push(DesiredWork {
             cluster: target.name.clone(),
             namespace: execution_namespace(&target.name),
             name: binding.work_name(),
             labels: binding.work_labels(),
-            annotations: binding.work_annotations(),
+            annotations,
             spec: WorkSpec {
                 workload: WorkloadTemplate {
                     manifests: vec![manifest],
@@ -345,6 +380,7 @@ mod tests {
                 &view(&spec),
                 &template(),
                 &existing(&["member1", "member2", "member3"]),
+                &OverrideInputs::default(),
             )
             .unwrap();
             assert_eq!(plan.upsert.len(), 1, "{purge}");
@@ -373,7 +409,13 @@ mod tests {
             graceful_eviction_tasks: vec![evicted_from("member1", "Directly")],
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&["member2"])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&["member2"]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(plan.waiting_for, None);
         assert!(plan.delete.is_empty());
     }
@@ -392,7 +434,13 @@ mod tests {
                 }),
                 ..Default::default()
             };
-            let plan = plan_works(&view(&spec), &template(), &existing(&["member1"])).unwrap();
+            let plan = plan_works(
+                &view(&spec),
+                &template(),
+                &existing(&["member1"]),
+                &OverrideInputs::default(),
+            )
+            .unwrap();
             assert_eq!(plan.keep_suspended, vec!["member1".to_owned()], "{purge}");
             assert!(plan.delete.is_empty() && plan.keep_evicting.is_empty(), "{purge}");
             assert_eq!(
@@ -410,7 +458,13 @@ mod tests {
             clusters: clusters(&[("member1", 5), ("member2", 5)]),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&[])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&[]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(plan.upsert.len(), 2);
         let work = &plan.upsert[0];
         assert_eq!(work.cluster, "member1");
@@ -457,7 +511,7 @@ mod tests {
             spec: &spec,
         };
         let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "admin"}});
-        let plan = plan_works(&binding, &role, &existing(&[])).unwrap();
+        let plan = plan_works(&binding, &role, &existing(&[]), &OverrideInputs::default()).unwrap();
         let work = &plan.upsert[0];
         assert_eq!(work.name, work_name("", "admin-clusterrole"));
         assert_eq!(
@@ -481,7 +535,13 @@ mod tests {
             clusters: clusters(&[("member1", 3), ("member2", 2)]),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&[])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&[]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         let replicas: Vec<_> = plan
             .upsert
             .iter()
@@ -503,7 +563,7 @@ mod tests {
             clusters: clusters(&[("member1", 3), ("member2", 1)]),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &job, &existing(&[])).unwrap();
+        let plan = plan_works(&view(&spec), &job, &existing(&[]), &OverrideInputs::default()).unwrap();
         let shares: Vec<_> = plan
             .upsert
             .iter()
@@ -524,7 +584,13 @@ mod tests {
             ..Default::default()
         };
         assert!(!divides_replicas(&spec));
-        let plan = plan_works(&view(&spec), &template(), &existing(&[])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&[]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(plan.upsert[0].spec.workload.manifests[0]["spec"]["replicas"], 5);
     }
 
@@ -534,7 +600,13 @@ mod tests {
             clusters: clusters(&[("member1", 0)]),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&["member1", "member2"])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&["member1", "member2"]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(plan.delete, vec!["member2".to_owned()]);
         assert_eq!(plan.upsert.len(), 1);
     }
@@ -574,7 +646,13 @@ mod tests {
                 suspension: suspension.clone(),
                 ..Default::default()
             };
-            let plan = plan_works(&view(&spec), &template(), &existing(&[])).unwrap();
+            let plan = plan_works(
+                &view(&spec),
+                &template(),
+                &existing(&[]),
+                &OverrideInputs::default(),
+            )
+            .unwrap();
             let got: Vec<bool> = plan
                 .upsert
                 .iter()
@@ -600,6 +678,7 @@ mod tests {
             &view(&spec),
             &template(),
             &existing(&["member1", "member2", "member3"]),
+            &OverrideInputs::default(),
         )
         .unwrap();
         assert_eq!(plan.keep_suspended, vec!["member2".to_owned()]);
@@ -609,7 +688,13 @@ mod tests {
             suspension: None,
             ..spec
         };
-        let plan = plan_works(&view(&resumed), &template(), &existing(&["member1", "member2"])).unwrap();
+        let plan = plan_works(
+            &view(&resumed),
+            &template(),
+            &existing(&["member1", "member2"]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(plan.delete, vec!["member2".to_owned()]);
         assert!(plan.keep_suspended.is_empty());
     }
@@ -630,7 +715,13 @@ mod tests {
             }),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&["member1", "member2"])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&["member1", "member2"]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         let member2 = &plan.upsert[1];
         assert_eq!(member2.cluster, "member2");
         assert_eq!(member2.spec.suspend_dispatching, Some(true));
@@ -645,7 +736,13 @@ mod tests {
             conflict_resolution: Some(ConflictResolution::Overwrite),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&[])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&[]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         let work = &plan.upsert[0];
         assert_eq!(work.spec.preserve_resources_on_deletion, Some(true));
         assert_eq!(
@@ -660,7 +757,13 @@ mod tests {
             clusters: clusters(&[("member1", 0), ("member1", 0)]),
             ..Default::default()
         };
-        let plan = plan_works(&view(&spec), &template(), &existing(&[])).unwrap();
+        let plan = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&[]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
         assert_eq!(plan.upsert.len(), 1);
     }
 
@@ -708,6 +811,72 @@ mod tests {
         assert_eq!(
             applied_revisions(&work),
             BTreeMap::from([(0, "2/bbbb".to_owned()), (3, "2/cccc".to_owned())])
+        );
+    }
+
+    #[test]
+    fn override_policies_render_each_cluster_after_the_replicas_and_are_recorded() {
+        use flotilla_api::overrides::OverridePolicyKind;
+        use flotilla_overrides::PolicySource;
+        let spec = ResourceBindingSpec {
+            replicas: 5,
+            placement: divided(),
+            clusters: clusters(&[("member1", 3), ("member2", 2)]),
+            ..Default::default()
+        };
+        let policy = PolicySource {
+            kind: OverridePolicyKind::OverridePolicy,
+            namespace: Some("default".into()),
+            name: "op".into(),
+            spec: serde_json::from_value(json!({"overrideRules": [
+                // Karmada applies overrides after dividing replicas: this wins in member1.
+                {"targetCluster": {"clusterNames": ["member1"]},
+                 "overriders": {"plaintext": [{"path": "/spec/replicas", "operator": "replace", "value": 7}]}},
+                // Fails in member2 only (no such annotation there): skipped there.
+                {"targetCluster": {"clusterNames": ["member2"]},
+                 "overriders": {"plaintext": [{"path": "/metadata/annotations/nope", "operator": "remove"}]}},
+            ]}))
+            .unwrap(),
+        };
+        let overrides = OverrideInputs {
+            policies: vec![policy],
+            clusters: BTreeMap::new(),
+        };
+        let plan = plan_works(&view(&spec), &template(), &existing(&[]), &overrides).unwrap();
+        let (member1, member2) = (&plan.upsert[0], &plan.upsert[1]);
+        assert_eq!(member1.spec.workload.manifests[0]["spec"]["replicas"], 7);
+        assert_eq!(member2.spec.workload.manifests[0]["spec"]["replicas"], 2);
+        assert_eq!(
+            member1
+                .annotations
+                .get(APPLIED_OVERRIDES_ANNOTATION)
+                .map(String::as_str),
+            Some(
+                r#"[{"policyName":"op","overriders":{"plaintext":[{"path":"/spec/replicas","operator":"replace","value":7}]}}]"#
+            )
+        );
+        assert_eq!(member2.annotations.get(APPLIED_OVERRIDES_ANNOTATION), None);
+        assert_eq!(
+            member1.annotations.get(APPLIED_CLUSTER_OVERRIDES_ANNOTATION),
+            None
+        );
+        assert!(plan.overrides_in_effect);
+        assert_eq!(plan.override_failures.len(), 1);
+        assert_eq!(plan.override_failures[0].0, "member2");
+        assert_eq!(plan.override_failures[0].1.rule, "spec.overrideRules[1]");
+        // Without policies: no records, nothing in effect.
+        let plain = plan_works(
+            &view(&spec),
+            &template(),
+            &existing(&[]),
+            &OverrideInputs::default(),
+        )
+        .unwrap();
+        assert!(!plain.overrides_in_effect);
+        assert!(
+            !plain.upsert[0]
+                .annotations
+                .contains_key(APPLIED_OVERRIDES_ANNOTATION)
         );
     }
 }

@@ -9,6 +9,12 @@
 //! permission `flotilla.io/activate: <policy uid>/<generation>` on the template. The detector
 //! then refreshes exactly that generation; a later policy edit is pending again.
 //!
+//! Lazy override policies (OverridePolicy / ClusterOverridePolicy with `activationPreference:
+//! Lazy`) are rolled out the same way: a template whose binding records an older generation of
+//! one (or none, for a policy that selects it now) has a pending override change, and activating
+//! it records `flotilla.io/activate-overrides: <uid>/<generation>,...` on the template. A
+//! template counts once toward `--max` whatever is pending for it.
+//!
 //! Selection and classification are pure ([`parse_target`], [`resolve_kind`], [`plan`]); the
 //! I/O ([`run`]) lists templates, bindings and policies once, then activates.
 
@@ -16,12 +22,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy, OverrideSnapshot};
 use flotilla_api::policy::{ClusterPropagationPolicy, PropagationPolicy};
-use flotilla_api::well_known::{ACTIVATE_ANNOTATION, POLICY_GENERATION_ANNOTATION};
+use flotilla_api::well_known::conditions::OVERRIDES_ACTIVATED;
+use flotilla_api::well_known::{
+    ACTIVATE_ANNOTATION, ACTIVATE_OVERRIDES_ANNOTATION, OVERRIDES_ANNOTATION, POLICY_GENERATION_ANNOTATION,
+};
 use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_detector::claim::Claim;
 use flotilla_detector::keys::{PolicyKey, binding_name};
+use flotilla_detector::overrides::{OverrideView, OverridesInput, is_activated};
 use flotilla_detector::{ActivationState, TemplateRef, activation_state};
+use flotilla_overrides::select::ObjectFacts;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
@@ -218,13 +230,45 @@ pub struct Candidate {
     pub binding_generation: Option<String>,
     /// The template's `flotilla.io/activate`.
     pub requested: Option<String>,
+    /// Lazy override policy generations pending for the template: `(policy, <uid>/<generation>)`.
+    pub overrides_pending: Vec<(String, String)>,
+    /// The template's `flotilla.io/activate-overrides`.
+    pub overrides_requested: Option<String>,
+}
+
+impl Candidate {
+    /// Where the template stands with its override policies: `None` when nothing is pending.
+    pub fn overrides_state(&self) -> Option<ActivationState> {
+        if self.overrides_pending.is_empty() {
+            return None;
+        }
+        let requested = self
+            .overrides_pending
+            .iter()
+            .all(|(_, generation)| is_activated(self.overrides_requested.as_deref(), generation));
+        Some(if requested {
+            ActivationState::Requested
+        } else {
+            ActivationState::Pending
+        })
+    }
+
+    /// Where the template stands with its propagation policy: `None` when unclaimed.
+    pub fn policy_state(&self) -> Option<ActivationState> {
+        let (_, generation) = self.policy.as_ref()?;
+        Some(activation_state(
+            generation,
+            self.binding_generation.as_deref(),
+            self.requested.as_deref(),
+        ))
+    }
 }
 
 /// What `flotilla activate` did (or, with `--dry-run`, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     /// Activated now: (template, policy, generation).
-    pub activated: Vec<(String, PolicyKey, i64)>,
+    pub activated: Vec<(String, String, i64)>,
     /// Already on the current generation.
     pub current: Vec<String>,
     /// Activation already requested, the detector has not refreshed yet.
@@ -253,15 +297,19 @@ pub fn plan(mut candidates: Vec<Candidate>, max: Option<usize>) -> (Vec<Candidat
     let mut report = Report::default();
     let mut chosen = Vec::new();
     for candidate in candidates {
-        let Some((_, generation)) = &candidate.policy else {
+        let states = [candidate.policy_state(), candidate.overrides_state()];
+        if states.iter().all(Option::is_none) {
             report.unclaimed.push(candidate.display);
             continue;
+        }
+        let state = if states.contains(&Some(ActivationState::Pending)) {
+            ActivationState::Pending
+        } else if states.contains(&Some(ActivationState::Requested)) {
+            ActivationState::Requested
+        } else {
+            ActivationState::Current
         };
-        match activation_state(
-            generation,
-            candidate.binding_generation.as_deref(),
-            candidate.requested.as_deref(),
-        ) {
+        match state {
             ActivationState::Current => report.current.push(candidate.display),
             ActivationState::Requested => report.requested.push(candidate.display),
             ActivationState::Pending if max.is_none_or(|m| chosen.len() < m) => chosen.push(candidate),
@@ -376,18 +424,32 @@ async fn policy_generation(client: &Client, claim: &Claim) -> Result<Option<Stri
         .map(|m| format!("{}/{}", claim.id(), m.generation.unwrap_or(0))))
 }
 
-/// `flotilla.io/policy-generation` of every binding in scope, by (namespace, binding name).
+/// What `flotilla activate` reads of a binding: `flotilla.io/policy-generation` and what
+/// `flotilla.io/overrides` records.
+#[derive(Clone, Debug, Default)]
+struct BindingRecord {
+    generation: Option<String>,
+    overrides: Vec<OverrideSnapshot>,
+}
+
+/// What every binding in scope records, by (namespace, binding name).
 async fn binding_generations(
     client: &Client,
     namespaced: bool,
     namespace: Option<&str>,
-) -> Result<HashMap<(String, String), String>, ActivateCliError> {
+) -> Result<HashMap<(String, String), BindingRecord>, ActivateCliError> {
     let mut out = HashMap::new();
     let lp = ListParams::default();
     let mut put = |ns: Option<String>, name: String, annotations: &BTreeMap<String, String>| {
-        if let Some(generation) = annotations.get(POLICY_GENERATION_ANNOTATION) {
-            out.insert((ns.unwrap_or_default(), name), generation.clone());
-        }
+        out.insert(
+            (ns.unwrap_or_default(), name),
+            BindingRecord {
+                generation: annotations.get(POLICY_GENERATION_ANNOTATION).cloned(),
+                overrides: OverrideSnapshot::parse_annotation(
+                    annotations.get(OVERRIDES_ANNOTATION).map(String::as_str),
+                ),
+            },
+        );
     };
     if namespaced {
         let api: Api<ResourceBinding> = match namespace {
@@ -435,7 +497,8 @@ pub async fn run(client: &Client, options: &ActivateOptions) -> Result<Report, A
     };
     let mut candidates = Vec::new();
     let mut policies: HashMap<(PolicyKey, String), Option<String>> = HashMap::new();
-    let mut bindings: HashMap<bool, HashMap<(String, String), String>> = HashMap::new();
+    let mut bindings: HashMap<bool, HashMap<(String, String), BindingRecord>> = HashMap::new();
+    let override_policies = override_views(client, namespace.as_deref()).await?;
     for target in &targets {
         let rt = resolve_kind(&target.resource, &types)?;
         let resource = rt.api_resource();
@@ -492,10 +555,28 @@ pub async fn run(client: &Client, options: &ActivateOptions) -> Result<Report, A
                 }
                 policy = policies[&key].clone().map(|g| (key.0, g));
             }
-            let binding_generation = bindings
+            let record = bindings
                 .get(&rt.namespaced)
                 .and_then(|b| b.get(&(ns.clone().unwrap_or_default(), binding_name(&rt.kind, &name))))
                 .cloned();
+            let binding_generation = record.as_ref().and_then(|r| r.generation.clone());
+            // Override policies only take effect on a binding.
+            let overrides_pending = match &record {
+                Some(record) => {
+                    let facts = ObjectFacts::of(&flotilla_overrides::doc::Doc::from(&serde_json::json!({
+                        "apiVersion": rt.api_version(),
+                        "kind": rt.kind,
+                        "metadata": object.metadata,
+                    })));
+                    let in_scope: Vec<OverrideView> = override_policies
+                        .iter()
+                        .filter(|v| v.key.namespace.is_none() || v.key.namespace == ns)
+                        .cloned()
+                        .collect();
+                    pending_overrides(&facts, &record.overrides, &in_scope)
+                }
+                None => Vec::new(),
+            };
             candidates.push(Candidate {
                 template: TemplateRef {
                     api_version: rt.api_version(),
@@ -507,44 +588,122 @@ pub async fn run(client: &Client, options: &ActivateOptions) -> Result<Report, A
                 policy,
                 binding_generation,
                 requested: object.annotations().get(ACTIVATE_ANNOTATION).cloned(),
+                overrides_pending,
+                overrides_requested: object.annotations().get(ACTIVATE_OVERRIDES_ANNOTATION).cloned(),
             });
         }
     }
     let (chosen, mut report) = plan(candidates, options.max);
     report.dry_run = options.dry_run;
     for candidate in &chosen {
-        // `plan` chooses claimed candidates only.
+        if candidate.overrides_state() == Some(ActivationState::Pending) {
+            let generations: Vec<String> = candidate
+                .overrides_pending
+                .iter()
+                .map(|(_, generation)| generation.clone())
+                .collect();
+            if !options.dry_run {
+                flotilla_detector::activate_overrides(client, &candidate.template, &generations)
+                    .await
+                    .map_err(|e| ActivateCliError::Activate(Box::new(e)))?;
+            }
+            for (policy, generation) in &candidate.overrides_pending {
+                report.activated.push((
+                    candidate.display.clone(),
+                    policy.clone(),
+                    generation_number(generation),
+                ));
+            }
+        }
+        if candidate.policy_state() != Some(ActivationState::Pending) {
+            continue;
+        }
         let Some((policy, generation)) = candidate.policy.clone() else {
             continue;
         };
-        let number = generation
-            .rsplit_once('/')
-            .and_then(|(_, g)| g.parse().ok())
-            .unwrap_or_default();
+        let number = generation_number(&generation);
         if options.dry_run {
-            report.activated.push((candidate.display.clone(), policy, number));
+            report
+                .activated
+                .push((candidate.display.clone(), policy.to_string(), number));
             continue;
         }
         let activation = flotilla_detector::activate(client, &candidate.template)
             .await
             .map_err(|e| ActivateCliError::Activate(Box::new(e)))?;
-        let number = activation
-            .generation
-            .rsplit_once('/')
-            .and_then(|(_, g)| g.parse().ok())
+        let number = Some(generation_number(&activation.generation))
+            .filter(|n| *n != 0)
             .unwrap_or(number);
         if activation.already_active {
             report.current.push(candidate.display.clone());
         } else {
             report
                 .activated
-                .push((candidate.display.clone(), activation.policy, number));
+                .push((candidate.display.clone(), activation.policy.to_string(), number));
         }
     }
     if let (Some(timeout), false) = (options.wait, options.dry_run) {
         wait_refreshed(client, &chosen, timeout).await?;
     }
     Ok(report)
+}
+
+/// The generation of a `<uid>/<generation>` reference (0 when malformed).
+fn generation_number(generation: &str) -> i64 {
+    generation
+        .rsplit_once('/')
+        .and_then(|(_, g)| g.parse().ok())
+        .unwrap_or_default()
+}
+
+/// Every ClusterOverridePolicy and the OverridePolicies in `namespace` (`None`: all).
+async fn override_views(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<Vec<OverrideView>, ActivateCliError> {
+    let lp = ListParams::default();
+    let ops: Api<OverridePolicy> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut views: Vec<OverrideView> = ops
+        .list(&lp)
+        .await
+        .map_err(kube_error("listing OverridePolicies"))?
+        .iter()
+        .map(OverrideView::of_override_policy)
+        .collect();
+    views.extend(
+        Api::<ClusterOverridePolicy>::all(client.clone())
+            .list(&lp)
+            .await
+            .map_err(kube_error("listing ClusterOverridePolicies"))?
+            .iter()
+            .map(OverrideView::of_cluster_override_policy),
+    );
+    Ok(views)
+}
+
+/// The Lazy override generations pending for a template whose binding records `recorded`:
+/// `(policy, <uid>/<generation>)`. The same test as the detector's `OverridesActivated`
+/// condition, without the template's own changes (a template changed since its binding was
+/// written is refreshed by the detector anyway).
+pub fn pending_overrides(
+    template: &ObjectFacts,
+    recorded: &[OverrideSnapshot],
+    policies: &[OverrideView],
+) -> Vec<(String, String)> {
+    flotilla_detector::overrides::decide(&OverridesInput {
+        template,
+        content_revision: None,
+        activation: None,
+        recorded,
+        policies,
+    })
+    .pending
+    .into_iter()
+    .map(|p| (p.policy.to_string(), p.generation_ref()))
+    .collect()
 }
 
 /// Waits until every chosen template's binding records its policy's current generation.
@@ -557,9 +716,11 @@ async fn wait_refreshed(
     loop {
         let mut waiting = Vec::new();
         for candidate in chosen {
-            let Some((_, generation)) = &candidate.policy else {
-                continue;
-            };
+            let generation = candidate
+                .policy
+                .as_ref()
+                .map(|(_, g)| g.as_str())
+                .unwrap_or_default();
             let key = flotilla_detector::keys::TemplateKey {
                 gvk: flotilla_detector::keys::Gvk::new(
                     candidate.template.api_version.clone(),
@@ -572,11 +733,17 @@ async fn wait_refreshed(
                 .get(&key.binding_name())
                 .await
                 .map_err(|e| ActivateCliError::Target(e.to_string()))?;
-            let current = view
-                .as_ref()
-                .and_then(|b| b.annotation(POLICY_GENERATION_ANNOTATION))
-                .is_some_and(|g| g == generation);
-            if !current {
+            let policy_current = candidate.policy_state() != Some(ActivationState::Pending)
+                || view
+                    .as_ref()
+                    .and_then(|b| b.annotation(POLICY_GENERATION_ANNOTATION))
+                    .is_some_and(|g| g == generation);
+            let overrides_current = candidate.overrides_state().is_none()
+                || view.as_ref().is_some_and(|b| {
+                    flotilla_api::conditions::find(&b.conditions, OVERRIDES_ACTIVATED)
+                        .is_none_or(|c| c.status != "False")
+                });
+            if !policy_current || !overrides_current {
                 waiting.push(candidate.display.clone());
             }
         }
@@ -670,6 +837,8 @@ mod tests {
             policy: claimed.then(|| (PolicyKey::propagation("ns", "p"), "u/2".to_owned())),
             binding_generation: binding.map(str::to_owned),
             requested: requested.map(str::to_owned),
+            overrides_pending: vec![],
+            overrides_requested: None,
         }
     }
 
@@ -713,7 +882,7 @@ mod tests {
         let report = Report {
             activated: vec![(
                 "deployment.apps/c -n ns".into(),
-                PolicyKey::propagation("ns", "p"),
+                PolicyKey::propagation("ns", "p").to_string(),
                 2,
             )],
             current: vec!["deployment.apps/a -n ns".into()],
@@ -733,5 +902,80 @@ mod tests {
             ..report
         };
         assert!(render(&dry).starts_with("would activate deployment.apps/c"));
+    }
+
+    #[test]
+    fn override_changes_count_like_policy_changes() {
+        let with_overrides =
+            |name: &str, claimed: bool, binding: Option<&str>, requested: Option<&str>| Candidate {
+                overrides_pending: vec![
+                    ("OverridePolicy ns/op".into(), "op-uid/3".into()),
+                    ("ClusterOverridePolicy cop".into(), "cop-uid/1".into()),
+                ],
+                overrides_requested: requested.map(str::to_owned),
+                ..candidate(name, binding, None, claimed)
+            };
+        let candidates = vec![
+            // Policy current, overrides pending.
+            with_overrides("a", true, Some("u/2"), None),
+            // Both pending: still one template toward --max.
+            with_overrides("b", true, Some("u/1"), None),
+            // Overrides requested (every pending generation named).
+            with_overrides("c", true, Some("u/2"), Some("cop-uid/1,op-uid/3")),
+            // Only one of them requested: still pending.
+            with_overrides("d", true, Some("u/2"), Some("op-uid/3")),
+            // A released binding (no claim) with a pending override: not "unclaimed".
+            with_overrides("e", false, None, None),
+        ];
+        let (chosen, report) = plan(candidates, Some(3));
+        let names: Vec<&str> = chosen.iter().map(|c| c.template.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "d"]);
+        assert_eq!(report.requested, ["deployment.apps/c -n ns"]);
+        assert_eq!(report.left_pending, ["deployment.apps/e -n ns"]);
+        assert!(report.unclaimed.is_empty());
+        assert_eq!(chosen[0].policy_state(), Some(ActivationState::Current));
+        assert_eq!(chosen[0].overrides_state(), Some(ActivationState::Pending));
+    }
+
+    #[test]
+    fn pending_overrides_against_the_binding() {
+        use flotilla_api::overrides::OverridePolicyKind;
+        use flotilla_detector::overrides::OverrideKey;
+        let view = |lazy: bool, generation: i64| OverrideView {
+            key: OverrideKey {
+                kind: OverridePolicyKind::OverridePolicy,
+                namespace: Some("ns".into()),
+                name: "op".into(),
+            },
+            uid: "op-uid".into(),
+            generation,
+            revision: Some(flotilla_api::revision::Revision::from(10)),
+            valid: true,
+            spec: serde_json::from_value(serde_json::json!({
+                "activationPreference": if lazy { Some("Lazy") } else { None },
+            }))
+            .unwrap(),
+        };
+        let facts = ObjectFacts {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "ns".into(),
+            name: "web".into(),
+            labels: Default::default(),
+        };
+        // A Lazy policy the binding does not record yet.
+        assert_eq!(
+            pending_overrides(&facts, &[], &[view(true, 3)]),
+            vec![("OverridePolicy ns/op".to_owned(), "op-uid/3".to_owned())]
+        );
+        // Recorded at the current generation: nothing pending.
+        assert!(pending_overrides(&facts, &[view(true, 3).snapshot()], &[view(true, 3)]).is_empty());
+        // An older generation recorded: pending.
+        assert_eq!(
+            pending_overrides(&facts, &[view(true, 2).snapshot()], &[view(true, 3)]).len(),
+            1
+        );
+        // Eager policies are never pending.
+        assert!(pending_overrides(&facts, &[], &[view(false, 3)]).is_empty());
     }
 }

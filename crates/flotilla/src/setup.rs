@@ -84,6 +84,12 @@ async fn crds_served(client: &Client) -> Result<(), kube::Error> {
     Api::<flotilla_api::PropagationPolicy>::all(client.clone())
         .list(&one)
         .await?;
+    Api::<flotilla_api::OverridePolicy>::all(client.clone())
+        .list(&one)
+        .await?;
+    Api::<flotilla_api::ClusterOverridePolicy>::all(client.clone())
+        .list(&one)
+        .await?;
     Api::<ResourceBinding>::all(client.clone()).list(&one).await?;
     Api::<ClusterResourceBinding>::all(client.clone())
         .list(&one)

@@ -53,7 +53,7 @@ fn every_crd_version_schema_is_accepted_and_printer_columns_parse() {
             count += 1;
         }
     }
-    assert_eq!(count, 6, "one served version per CRD");
+    assert_eq!(count, 8, "one served version per CRD");
 }
 
 #[test]
