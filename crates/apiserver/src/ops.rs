@@ -1446,6 +1446,8 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, creating: bool) -> Vec<Caus
             NameRule::Label
         } else if def.group.is_empty() && def.plural == "services" {
             NameRule::Dns1035
+        } else if def.group == crate::rbac::GROUP {
+            NameRule::PathSegment
         } else {
             NameRule::Subdomain
         };
