@@ -31,6 +31,8 @@ pub struct Record<'a> {
     pub attributes: &'a Attributes,
     /// The authenticated user (None when authentication failed).
     pub user: Option<&'a User>,
+    /// The user it acted as (`kubectl --as`), if any.
+    pub impersonated: Option<&'a User>,
     /// The peer's address.
     pub source_ip: IpAddr,
     /// The User-Agent header.
@@ -92,6 +94,9 @@ pub fn event(record: &Record<'_>) -> Value {
         "requestReceivedTimestamp": record.received,
         "stageTimestamp": crate::objects::now_micro(),
     });
+    if let Some(acting) = record.impersonated {
+        event["impersonatedUser"] = acting.to_json();
+    }
     if a.resource_request {
         let mut object = json!({"resource": a.resource, "apiVersion": a.api_version});
         for (field, value) in [
@@ -144,6 +149,7 @@ mod tests {
             request_uri: "/api/v1/namespaces/ns/secrets/s",
             attributes: &a,
             user: Some(&user),
+            impersonated: None,
             source_ip: "127.0.0.1".parse().unwrap(),
             user_agent: "kubectl/v1.33",
             code: 403,
@@ -191,6 +197,7 @@ mod tests {
             request_uri: "/healthz",
             attributes: &a,
             user: None,
+            impersonated: None,
             source_ip: "::1".parse().unwrap(),
             user_agent: "",
             code: 401,

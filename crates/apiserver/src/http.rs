@@ -132,6 +132,7 @@ pub async fn handle(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    let mut acting_as = None;
     let (resp, user, decision) = match frontend.authn.authenticate(
         &frontend.api,
         &connection.certificate,
@@ -143,17 +144,32 @@ pub async fn handle(
         }
         Ok(user) => {
             let index = frontend.api.rbac.index(&frontend.api.store);
-            let decision = crate::rbac::authorize(&index, &user, &attrs);
-            drop(index);
-            let user = Arc::new(user);
-            let resp = match &decision {
-                crate::rbac::Decision::Deny(reason) => {
-                    tracing::debug!(%method, %path, user = %user.name, verb = %attrs.verb, "request forbidden");
-                    error_response(&forbidden(&user, &attrs, reason))
+            let requester = Arc::new(user);
+            match crate::impersonation::impersonate(&index, &requester, req.headers()) {
+                Err(refused) => {
+                    let crate::impersonation::Refused { error, reason } = *refused;
+                    tracing::debug!(%method, %path, user = %requester.name, "impersonation refused");
+                    let decision = (error.code == 403).then_some(crate::rbac::Decision::Deny(reason));
+                    (error_response(&error), Some(requester), decision)
                 }
-                crate::rbac::Decision::Allow(_) => route(frontend.clone(), req, user.clone(), &pairs).await,
-            };
-            (resp, Some(user), Some(decision))
+                Ok(acting) => {
+                    let acting = acting.map(Arc::new);
+                    let effective = acting.clone().unwrap_or_else(|| requester.clone());
+                    acting_as = acting;
+                    let decision = crate::rbac::authorize(&index, &effective, &attrs);
+                    drop(index);
+                    let resp = match &decision {
+                        crate::rbac::Decision::Deny(reason) => {
+                            tracing::debug!(%method, %path, user = %effective.name, verb = %attrs.verb, "request forbidden");
+                            error_response(&forbidden(&effective, &attrs, reason))
+                        }
+                        crate::rbac::Decision::Allow(_) => {
+                            route(frontend.clone(), req, effective, &pairs).await
+                        }
+                    };
+                    (resp, Some(requester), Some(decision))
+                }
+            }
         }
     };
     let code = resp.status().as_u16();
@@ -168,6 +184,7 @@ pub async fn handle(
             request_uri: &request_uri,
             attributes: &attrs,
             user: user.as_deref(),
+            impersonated: acting_as.as_deref(),
             source_ip: connection.peer.ip(),
             user_agent: &user_agent,
             code,

@@ -7,7 +7,7 @@
 //! bookmarks and 410s, Table output, garbage collection, namespaces and finalizers.
 //!
 //! Layout: [`ops`] is the object layer (registry semantics); [`http`] and [`watch`] are the
-//! HTTP front end; [`auth`], [`clientcert`] and [`serviceaccount`] authenticate, [`rbac`] and
+//! HTTP front end; [`auth`], [`clientcert`] and [`serviceaccount`] authenticate, [`impersonation`] acts as others, [`rbac`] and
 //! [`requestinfo`] authorize, [`reviews`] answers access reviews and [`audit`] records requests;
 //! [`gc`], [`simulate`] and [`rbac::aggregation`] are in-process controllers; [`builtin`],
 //! [`crd`], [`admission`], [`table`], [`discovery`] and [`openapi`] describe and check kinds;
@@ -24,6 +24,7 @@ pub mod errors;
 mod fsutil;
 pub mod gc;
 pub mod http;
+pub mod impersonation;
 pub mod kubeconfig;
 pub mod names;
 pub mod objects;
@@ -56,7 +57,8 @@ use tokio::net::TcpListener;
 #[command(
     name = "flotilla-apiserver",
     version,
-    about = "Kubernetes-compatible API server on an embedded durable store"
+    about = "Kubernetes-compatible API server on an embedded durable store",
+    args_override_self = true
 )]
 pub struct Config {
     /// Directory holding the store, pki/, tokens.csv and the kubeconfig.

@@ -188,9 +188,9 @@ mod tests {
         assert_eq!(restored["rules"].as_array().map(Vec::len), Some(2));
         // Extra rules someone added stay.
         let mut extended = wanted.clone();
-        extended["rules"]
-            .as_array_mut()
-            .map(|r| r.push(json!({"verbs": ["get"], "nonResourceURLs": ["/metrics"]})));
+        if let Some(rules) = extended["rules"].as_array_mut() {
+            rules.push(json!({"verbs": ["get"], "nonResourceURLs": ["/metrics"]}));
+        }
         assert_eq!(reconcile(&extended, wanted), None);
         let mut opted_out = trimmed.clone();
         opted_out["metadata"]["annotations"][AUTOUPDATE] = json!("false");
