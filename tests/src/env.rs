@@ -2,7 +2,9 @@
 //! (simulating workload controllers) registered as `member1..memberN`, the CRDs, and the service
 //! binaries wired to each other. Service flags follow the contract every service implements:
 //! `--kubeconfig`, `--grpc-addr`, `--metrics-addr`, `--log-level`, plus the peer addresses
-//! (`--scheduler-addr`, `--execution-addr`, `--dependency-distributor-addr`).
+//! (`--scheduler-addr`, `--execution-addr`, `--dependency-distributor-addr`). Each service runs
+//! as its own ServiceAccount with the roles of `deploy/manifests` (as under `flotilla up`), so
+//! every scenario proves those roles suffice.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -172,6 +174,15 @@ impl Env {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
         }
+        let binaries: Vec<&str> = Service::ALL.iter().map(|s| s.binary()).collect();
+        flotilla::identities::install_all(
+            &client,
+            control_plane.kubeconfig(),
+            &binaries,
+            control_plane.data_dir(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
         let ports: BTreeMap<Service, Ports> = Service::ALL
             .iter()
@@ -297,7 +308,7 @@ impl Env {
         let ports = &self.ports[&service];
         let mut args = vec![
             "--kubeconfig".to_owned(),
-            self.control_plane.kubeconfig().display().to_string(),
+            self.service_kubeconfig(service).display().to_string(),
             "--grpc-addr".to_owned(),
             format!("127.0.0.1:{}", ports.grpc),
             "--metrics-addr".to_owned(),
@@ -321,7 +332,12 @@ impl Env {
         args
     }
 
-    /// A client for the control plane.
+    /// The kubeconfig `service` runs with: a token of its own ServiceAccount.
+    pub fn service_kubeconfig(&self, service: Service) -> std::path::PathBuf {
+        flotilla::identities::kubeconfig_path(self.control_plane.data_dir(), service.binary())
+    }
+
+    /// A client for the control plane (as the admin, `system:masters`).
     pub async fn control_plane_client(&self) -> Client {
         self.control_plane.client().await
     }
