@@ -63,6 +63,8 @@ pub struct EnvOptions {
     pub service_env: Vec<(String, String)>,
     /// `--log-level` of the services.
     pub log_level: String,
+    /// Whether the control plane writes an audit log (see [`Env::audit_events`]).
+    pub audit: bool,
 }
 
 impl Default for EnvOptions {
@@ -74,6 +76,7 @@ impl Default for EnvOptions {
             service_args: BTreeMap::new(),
             service_env: vec![],
             log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
+            audit: false,
         }
     }
 }
@@ -153,8 +156,17 @@ impl Env {
             .prefix("flotilla-e2e-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
-        let control_plane =
-            ApiServer::start("control-plane", root.path(), &ApiServerOptions::default()).await;
+        // `FLOTILLA_E2E_AUDIT_COLLECT=<dir>` keeps every control plane's audit log there, to see
+        // which requests each service makes (see docs/operations.md, "RBAC of the services").
+        let collect = std::env::var_os("FLOTILLA_E2E_AUDIT_COLLECT");
+        let mut control_plane_options = ApiServerOptions::default();
+        if options.audit || collect.is_some() {
+            control_plane_options.extra_args = vec![
+                "--audit-log-path".to_owned(),
+                root.path().join("control-plane-audit.log").display().to_string(),
+            ];
+        }
+        let control_plane = ApiServer::start("control-plane", root.path(), &control_plane_options).await;
         let mut members = Vec::new();
         for i in 1..=options.members {
             let options = ApiServerOptions {
@@ -420,6 +432,15 @@ impl Env {
         .await;
     }
 
+    /// The control plane's audit events so far (needs [`EnvOptions::audit`]).
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.root.path().join("control-plane-audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
     /// Prints the tail of every process's log to stderr.
     pub fn dump_logs(&self, lines: usize) {
         eprintln!("----- flotilla e2e logs ({}) -----", self.root.path().display());
@@ -435,6 +456,18 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        if let Some(dir) = std::env::var_os("FLOTILLA_E2E_AUDIT_COLLECT") {
+            let name = format!(
+                "{}-{}.log",
+                std::thread::current().name().unwrap_or("env").replace("::", "-"),
+                crate::free_port()
+            );
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::copy(
+                self.root.path().join("control-plane-audit.log"),
+                std::path::Path::new(&dir).join(name),
+            );
+        }
         if std::thread::panicking() {
             self.dump_logs(60);
             // Keep the directory for inspection when asked to.
