@@ -61,7 +61,7 @@ pub enum IdentityError {
         /// Its name.
         name: String,
         /// Why.
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// No token could be issued.
     #[error("cannot issue a token for ServiceAccount {namespace}/{service}: {source}")]
@@ -71,7 +71,7 @@ pub enum IdentityError {
         /// The service (and ServiceAccount).
         service: String,
         /// Why.
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// The admin kubeconfig cannot be read or the service's written.
     #[error("{path}: {message}")]
@@ -150,7 +150,7 @@ pub async fn install(client: &Client, service: &str) -> Result<(), IdentityError
             service: service.to_owned(),
             kind: obj["kind"].as_str().unwrap_or_default().to_owned(),
             name: obj["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-            source,
+            source: Box::new(source),
         })?;
     }
     Ok(())
@@ -172,7 +172,7 @@ pub async fn token(client: &Client, service: &str, seconds: i64) -> Result<Strin
         .map_err(|source| IdentityError::Token {
             namespace: NAMESPACE.to_owned(),
             service: service.to_owned(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(answer.status.map(|s| s.token).unwrap_or_default())
 }
