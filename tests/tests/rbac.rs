@@ -464,3 +464,119 @@ async fn removing_any_rule_of_a_service_role_makes_the_service_fail_with_a_403()
         );
     }
 }
+
+/// No log of an installation — the API servers', the services' (at debug level), the audit
+/// log — holds a token (the admin's, a member's, a service's ServiceAccount token) or the data
+/// of a Secret that propagates as a dependency.
+#[tokio::test]
+async fn no_log_holds_a_token_or_secret_data() {
+    let env = Env::start(EnvOptions {
+        members: 1,
+        audit: true,
+        ..EnvOptions::default()
+    })
+    .await;
+    let admin = env.control_plane_client().await;
+    let plain = format!("pa55-{}", flotilla_e2e::free_port());
+    let encoded = base64(&plain);
+    fixtures::apply_value(
+        &admin,
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+            "stringData": {"password": plain}}),
+    )
+    .await;
+    let mut app = deployment("app", "app-cm", "10m");
+    app["spec"]["template"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "s", "secret": {"secretName": "db"}}));
+    fixtures::apply_value(&admin, &config_map("app-cm")).await;
+    fixtures::apply_value(&admin, &app).await;
+    fixtures::apply_value(&admin, &policy("app", &["app"], "member1", json!({}))).await;
+    let member = env.member_client(1).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(member, "default");
+    flotilla_e2e::wait::eventually("the Secret to reach member1", DEADLINE, || {
+        let secrets = secrets.clone();
+        async move { secrets.get_opt("db").await.ok().flatten().is_some() }
+    })
+    .await;
+    // Edit it, so its data moves through every service once more.
+    let changed = format!("{plain}-2");
+    fixtures::apply_value(
+        &admin,
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+            "data": {"password": base64(&changed)}}),
+    )
+    .await;
+    flotilla_e2e::wait::eventually("the edited Secret to reach member1", DEADLINE, || {
+        let secrets = secrets.clone();
+        let changed = changed.clone();
+        async move {
+            secrets.get_opt("db").await.ok().flatten().is_some_and(|s| {
+                s.data
+                    .and_then(|d| d.get("password").map(|v| v.0.clone()))
+                    .is_some_and(|v| v == changed.as_bytes())
+            })
+        }
+    })
+    .await;
+
+    let token_of = |kubeconfig: &std::path::Path| -> String {
+        let config: Value = serde_yaml::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
+        config["users"][0]["user"]["token"].as_str().unwrap().to_owned()
+    };
+    let mut secrets = vec![
+        (
+            "the admin token".to_owned(),
+            token_of(env.control_plane.kubeconfig()),
+        ),
+        (
+            "member1's token".to_owned(),
+            token_of(env.members[0].kubeconfig()),
+        ),
+        ("the Secret's value".to_owned(), plain.clone()),
+        ("the Secret's value in base64".to_owned(), encoded),
+        ("the edited value".to_owned(), changed.clone()),
+        ("the edited value in base64".to_owned(), base64(&changed)),
+    ];
+    for service in Service::ALL {
+        secrets.push((
+            format!("{}'s token", service.binary()),
+            token_of(&env.service_kubeconfig(service)),
+        ));
+    }
+    let mut logs = 0;
+    for entry in std::fs::read_dir(env.root()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        logs += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (what, secret) in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "{} contains {what}",
+                path.display()
+            );
+        }
+    }
+    // The control plane, the member, the four services and the audit log.
+    assert!(logs >= 7, "only {logs} logs found in {}", env.root().display());
+    let audit = env.audit_events();
+    assert!(
+        audit.iter().any(|e| e["user"]["username"]
+            == "system:serviceaccount:flotilla-system:flotilla-execution"
+            && e["objectRef"]["resource"] == "secrets"),
+        "execution's reads of the Secret are audited"
+    );
+}
+
+/// `text` in base64, as a Secret's `data` holds it.
+fn base64(text: &str) -> String {
+    serde_json::to_value(k8s_openapi::ByteString(text.as_bytes().to_vec()))
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
