@@ -28,13 +28,22 @@ const MANAGER: &str = "flotilla";
 
 const NAMESPACE_MANIFEST: &str = include_str!("../../../deploy/manifests/namespace.yaml");
 const MANIFESTS: [(&str, &str); 4] = [
-    (binaries::DETECTOR, include_str!("../../../deploy/manifests/detector.yaml")),
-    (binaries::SCHEDULER, include_str!("../../../deploy/manifests/scheduler.yaml")),
+    (
+        binaries::DETECTOR,
+        include_str!("../../../deploy/manifests/detector.yaml"),
+    ),
+    (
+        binaries::SCHEDULER,
+        include_str!("../../../deploy/manifests/scheduler.yaml"),
+    ),
     (
         binaries::DEPENDENCY_DISTRIBUTOR,
         include_str!("../../../deploy/manifests/dependency-distributor.yaml"),
     ),
-    (binaries::EXECUTION, include_str!("../../../deploy/manifests/execution.yaml")),
+    (
+        binaries::EXECUTION,
+        include_str!("../../../deploy/manifests/execution.yaml"),
+    ),
 ];
 /// The kinds of a manifest that make up a service's identity (the rest deploys it).
 const IDENTITY_KINDS: [&str; 5] = [
@@ -142,9 +151,7 @@ pub async fn apply(client: &Client, obj: &Value) -> Result<(), kube::Error> {
 /// Creates the `flotilla-system` namespace and the identity of `service` (ServiceAccount,
 /// roles, bindings), as its manifest has them.
 pub async fn install(client: &Client, service: &str) -> Result<(), IdentityError> {
-    let objects = documents(NAMESPACE_MANIFEST)
-        .into_iter()
-        .chain(objects(service)?);
+    let objects = documents(NAMESPACE_MANIFEST).into_iter().chain(objects(service)?);
     for obj in objects {
         apply(client, &obj).await.map_err(|source| IdentityError::Apply {
             service: service.to_owned(),
@@ -251,17 +258,26 @@ mod tests {
                 let kind = role["kind"].as_str().unwrap();
                 let binding = objects
                     .iter()
-                    .find(|o| o["kind"] == format!("{kind}Binding") && o["roleRef"]["name"] == role["metadata"]["name"])
+                    .find(|o| {
+                        o["kind"] == format!("{kind}Binding")
+                            && o["roleRef"]["name"] == role["metadata"]["name"]
+                    })
                     .unwrap_or_else(|| panic!("{service}: {kind} is not bound"));
                 assert_eq!(
                     binding["subjects"],
                     serde_json::json!([{"kind": "ServiceAccount", "name": service, "namespace": NAMESPACE}])
                 );
-                assert!(role["rules"].as_array().is_some_and(|r| !r.is_empty()), "{service}: {kind} has no rules");
+                assert!(
+                    role["rules"].as_array().is_some_and(|r| !r.is_empty()),
+                    "{service}: {kind} has no rules"
+                );
             }
             assert!(objects.iter().all(|o| o["kind"] != "Deployment"));
         }
-        assert!(matches!(objects("flotilla-nope"), Err(IdentityError::UnknownService(_))));
+        assert!(matches!(
+            objects("flotilla-nope"),
+            Err(IdentityError::UnknownService(_))
+        ));
     }
 
     #[test]
@@ -278,10 +294,19 @@ mod tests {
         let text = std::fs::read_to_string(&out).unwrap();
         assert!(!text.contains("admin-secret"));
         let config: Value = serde_yaml::from_str(&text).unwrap();
-        assert_eq!(config["users"][0]["user"], serde_json::json!({"token": "sa-token"}));
+        assert_eq!(
+            config["users"][0]["user"],
+            serde_json::json!({"token": "sa-token"})
+        );
         assert_eq!(config["contexts"][0]["context"]["namespace"], NAMESPACE);
-        assert_eq!(config["clusters"][0]["cluster"]["certificate-authority-data"], "Q0E=");
+        assert_eq!(
+            config["clusters"][0]["cluster"]["certificate-authority-data"],
+            "Q0E="
+        );
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 }
