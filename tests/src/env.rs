@@ -2,7 +2,9 @@
 //! (simulating workload controllers) registered as `member1..memberN`, the CRDs, and the service
 //! binaries wired to each other. Service flags follow the contract every service implements:
 //! `--kubeconfig`, `--grpc-addr`, `--metrics-addr`, `--log-level`, plus the peer addresses
-//! (`--scheduler-addr`, `--execution-addr`, `--dependency-distributor-addr`).
+//! (`--scheduler-addr`, `--execution-addr`, `--dependency-distributor-addr`). Each service runs
+//! as its own ServiceAccount with the roles of `deploy/manifests` (as under `flotilla up`), so
+//! every scenario proves those roles suffice.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,6 +63,8 @@ pub struct EnvOptions {
     pub service_env: Vec<(String, String)>,
     /// `--log-level` of the services.
     pub log_level: String,
+    /// Whether the control plane writes an audit log (see [`Env::audit_events`]).
+    pub audit: bool,
 }
 
 impl Default for EnvOptions {
@@ -72,6 +76,7 @@ impl Default for EnvOptions {
             service_args: BTreeMap::new(),
             service_env: vec![],
             log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
+            audit: false,
         }
     }
 }
@@ -151,8 +156,17 @@ impl Env {
             .prefix("flotilla-e2e-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
-        let control_plane =
-            ApiServer::start("control-plane", root.path(), &ApiServerOptions::default()).await;
+        // `FLOTILLA_E2E_AUDIT_COLLECT=<dir>` keeps every control plane's audit log there, to see
+        // which requests each service makes (see docs/operations.md, "RBAC of the services").
+        let collect = std::env::var_os("FLOTILLA_E2E_AUDIT_COLLECT");
+        let mut control_plane_options = ApiServerOptions::default();
+        if options.audit || collect.is_some() {
+            control_plane_options.extra_args = vec![
+                "--audit-log-path".to_owned(),
+                root.path().join("control-plane-audit.log").display().to_string(),
+            ];
+        }
+        let control_plane = ApiServer::start("control-plane", root.path(), &control_plane_options).await;
         let mut members = Vec::new();
         for i in 1..=options.members {
             let options = ApiServerOptions {
@@ -172,6 +186,15 @@ impl Env {
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
         }
+        let binaries: Vec<&str> = Service::ALL.iter().map(|s| s.binary()).collect();
+        flotilla::identities::install_all(
+            &client,
+            control_plane.kubeconfig(),
+            &binaries,
+            control_plane.data_dir(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
         let ports: BTreeMap<Service, Ports> = Service::ALL
             .iter()
@@ -297,7 +320,7 @@ impl Env {
         let ports = &self.ports[&service];
         let mut args = vec![
             "--kubeconfig".to_owned(),
-            self.control_plane.kubeconfig().display().to_string(),
+            self.service_kubeconfig(service).display().to_string(),
             "--grpc-addr".to_owned(),
             format!("127.0.0.1:{}", ports.grpc),
             "--metrics-addr".to_owned(),
@@ -321,7 +344,12 @@ impl Env {
         args
     }
 
-    /// A client for the control plane.
+    /// The kubeconfig `service` runs with: a token of its own ServiceAccount.
+    pub fn service_kubeconfig(&self, service: Service) -> std::path::PathBuf {
+        flotilla::identities::kubeconfig_path(self.control_plane.data_dir(), service.binary())
+    }
+
+    /// A client for the control plane (as the admin, `system:masters`).
     pub async fn control_plane_client(&self) -> Client {
         self.control_plane.client().await
     }
@@ -404,6 +432,15 @@ impl Env {
         .await;
     }
 
+    /// The control plane's audit events so far (needs [`EnvOptions::audit`]).
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.root.path().join("control-plane-audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
     /// Prints the tail of every process's log to stderr.
     pub fn dump_logs(&self, lines: usize) {
         eprintln!("----- flotilla e2e logs ({}) -----", self.root.path().display());
@@ -419,6 +456,18 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        if let Some(dir) = std::env::var_os("FLOTILLA_E2E_AUDIT_COLLECT") {
+            let name = format!(
+                "{}-{}.log",
+                std::thread::current().name().unwrap_or("env").replace("::", "-"),
+                crate::free_port()
+            );
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::copy(
+                self.root.path().join("control-plane-audit.log"),
+                std::path::Path::new(&dir).join(name),
+            );
+        }
         if std::thread::panicking() {
             self.dump_logs(60);
             // Keep the directory for inspection when asked to.

@@ -1,16 +1,28 @@
-//! Authentication: kube-apiserver's static token file and bearer tokens.
-//!
-//! Format (kube-apiserver `--token-auth-file`): one `token,user,uid,"group1,group2"` per line;
-//! the groups column is optional. Tokens are compared in constant time and never logged.
+//! Authentication, as kube-apiserver does it: client certificates signed by the server's client
+//! CA (CN is the user, O the groups; see [`crate::clientcert`]), bearer tokens from the static
+//! token file (`--token-auth-file`: one `token,user,uid,"group1,group2"` per line) and
+//! ServiceAccount tokens the server issued (see [`crate::serviceaccount`]). Every authenticated
+//! user is in `system:authenticated`; a request without credentials is `system:anonymous` (group
+//! `system:unauthenticated`) when `--anonymous-auth` is on, else 401. Credentials that are
+//! presented but invalid are always 401. Tokens are compared in constant time and never logged.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use rand::Rng;
 
+/// The group of every authenticated user.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group of anonymous requests.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The user name of anonymous requests.
+pub const ANONYMOUS: &str = "system:anonymous";
+/// The group whose members may do anything (authorization is not consulted).
+pub const MASTERS: &str = "system:masters";
+
 /// The authenticated caller.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     /// User name.
     pub name: String,
@@ -18,6 +30,128 @@ pub struct User {
     pub uid: String,
     /// Groups.
     pub groups: Vec<String>,
+    /// Extra attributes (`authentication.kubernetes.io/credential-id`, bound pod).
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl User {
+    /// `system:anonymous` in `system:unauthenticated`.
+    pub fn anonymous() -> User {
+        User {
+            name: ANONYMOUS.to_owned(),
+            groups: vec![UNAUTHENTICATED.to_owned()],
+            ..User::default()
+        }
+    }
+
+    /// Whether the user is in `group`.
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+
+    /// Adds `system:authenticated` unless present (kube's authenticated group adder).
+    pub fn authenticated(mut self) -> User {
+        if !self.in_group(AUTHENTICATED) {
+            self.groups.push(AUTHENTICATED.to_owned());
+        }
+        self
+    }
+
+    /// The `user` object of SubjectAccessReview status, audit events and SelfSubjectReview.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut user = serde_json::json!({"username": self.name});
+        if !self.uid.is_empty() {
+            user["uid"] = serde_json::json!(self.uid);
+        }
+        if !self.groups.is_empty() {
+            user["groups"] = serde_json::json!(self.groups);
+        }
+        if !self.extra.is_empty() {
+            user["extra"] = serde_json::json!(self.extra);
+        }
+        user
+    }
+}
+
+/// Why a request was not authenticated (for the server's debug log; never holds a token).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthnError {
+    /// No credentials and anonymous requests are off.
+    #[error("no credentials and anonymous requests are disabled (--anonymous-auth=false)")]
+    NoCredentials,
+    /// A bearer token no authenticator accepts.
+    #[error("invalid bearer token: {0}")]
+    InvalidToken(String),
+    /// A client certificate that does not verify against the client CA.
+    #[error("invalid client certificate: {0}")]
+    InvalidCertificate(String),
+}
+
+/// What the TLS layer learned about the client's certificate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClientCertificate {
+    /// None presented.
+    #[default]
+    None,
+    /// Verified against the client CA: the user it names.
+    Verified(User),
+    /// Presented but not verified (unknown CA, expired, not for client auth, unparsable).
+    Invalid(String),
+}
+
+/// Every way a request can authenticate.
+pub struct Authenticator {
+    /// Static tokens.
+    pub tokens: Tokens,
+    /// ServiceAccount token issuer and verifier.
+    pub service_accounts: std::sync::Arc<crate::serviceaccount::Issuer>,
+    /// Whether requests without credentials are served as `system:anonymous`.
+    pub anonymous: bool,
+}
+
+impl Authenticator {
+    /// The user of a request: its verified client certificate, else its bearer token (static,
+    /// then ServiceAccount), else anonymous when allowed. Presented but invalid credentials fail
+    /// even when anonymous requests are allowed, as in kube-apiserver.
+    pub fn authenticate(
+        &self,
+        api: &crate::ops::Api,
+        certificate: &ClientCertificate,
+        authorization: Option<&str>,
+    ) -> Result<User, AuthnError> {
+        if let ClientCertificate::Verified(user) = certificate {
+            return Ok(user.clone().authenticated());
+        }
+        if let Some(token) = bearer_token(authorization) {
+            if let Some(user) = self.tokens.authenticate(token) {
+                return Ok(user.clone().authenticated());
+            }
+            return match self.service_accounts.authenticate(api, token) {
+                Ok(user) => Ok(user.authenticated()),
+                Err(why) => Err(AuthnError::InvalidToken(why)),
+            };
+        }
+        if let ClientCertificate::Invalid(why) = certificate {
+            return Err(AuthnError::InvalidCertificate(why.clone()));
+        }
+        if self.anonymous {
+            Ok(User::anonymous())
+        } else {
+            Err(AuthnError::NoCredentials)
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive);
+/// None for other schemes and empty tokens, which kube treats as no token.
+pub fn bearer_token(header: Option<&str>) -> Option<&str> {
+    let header = header?.trim();
+    let (scheme, token) = header.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    (!token.is_empty()).then_some(token)
 }
 
 /// Known tokens.
@@ -62,6 +196,7 @@ impl Tokens {
                     name: fields[1].clone(),
                     uid: fields[2].clone(),
                     groups,
+                    extra: BTreeMap::new(),
                 },
             );
         }
@@ -162,6 +297,33 @@ mod tests {
         assert!(tokens.authenticate("nope").is_none());
         assert!(tokens.authenticate("").is_none());
         assert_eq!(tokens.admin_token(), Some("abc"));
+    }
+
+    #[test]
+    fn bearer_tokens_are_taken_from_the_authorization_header() {
+        assert_eq!(bearer_token(Some("Bearer abc")), Some("abc"));
+        assert_eq!(bearer_token(Some("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer_token(Some("BEARER abc")), Some("abc"));
+        assert_eq!(bearer_token(Some("Bearer ")), None);
+        assert_eq!(bearer_token(Some("Basic YWxhZGRpbjpvcGVu")), None);
+        assert_eq!(bearer_token(Some("abc")), None);
+        assert_eq!(bearer_token(None), None);
+    }
+
+    #[test]
+    fn users_join_the_authenticated_group_once() {
+        let user = User {
+            name: "a".into(),
+            groups: vec![AUTHENTICATED.into(), "dev".into()],
+            ..User::default()
+        };
+        assert_eq!(user.clone().authenticated().groups, user.groups);
+        assert_eq!(User::anonymous().groups, vec![UNAUTHENTICATED]);
+        assert!(!User::anonymous().in_group(AUTHENTICATED));
+        assert_eq!(
+            User::default().authenticated().to_json(),
+            serde_json::json!({"username": "", "groups": [AUTHENTICATED]})
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Discovery documents: `/version`, legacy `/api` `/apis` resource lists, and aggregated
-//! discovery (`apidiscovery.k8s.io` v2 and v2beta1) when the client asks for it.
+//! discovery (`apidiscovery.k8s.io` v2 and v2beta1) when the client asks for it. Besides the
+//! catalog's resources they list the create-only review APIs (`authorization.k8s.io`,
+//! `authentication.k8s.io`) and the `serviceaccounts/token` subresource.
 
 use serde_json::{Value, json};
 
@@ -41,8 +43,35 @@ pub fn api_versions(server_address: &str) -> Value {
     })
 }
 
+/// The groups that only serve reviews (not in the catalog: nothing is stored).
+fn review_groups() -> Vec<&'static str> {
+    let mut groups: Vec<&str> = crate::reviews::RESOURCES.iter().map(|r| r.0).collect();
+    groups.dedup();
+    groups
+}
+
+fn versions_of(catalog: &Catalog, group: &str) -> Option<Vec<String>> {
+    catalog
+        .versions(group)
+        .cloned()
+        .or_else(|| review_groups().contains(&group).then(|| vec!["v1".to_owned()]))
+}
+
+fn review_resources(group: &str) -> impl Iterator<Item = (&'static str, &'static str, bool)> + '_ {
+    crate::reviews::RESOURCES
+        .iter()
+        .filter(move |r| r.0 == group)
+        .map(|r| (r.1, r.2, r.3))
+}
+
+/// The `serviceaccounts/token` subresource entry of `/api/v1`.
+fn token_subresource() -> Value {
+    json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+        "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]})
+}
+
 fn group_json(catalog: &Catalog, group: &str) -> Option<Value> {
-    let versions = catalog.versions(group)?;
+    let versions = versions_of(catalog, group)?;
     let list: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
@@ -55,7 +84,9 @@ fn group_json(catalog: &Catalog, group: &str) -> Option<Value> {
 pub fn api_group_list(catalog: &Catalog) -> Value {
     let groups: Vec<Value> = catalog
         .groups()
-        .filter_map(|(g, _)| group_json(catalog, g))
+        .map(|(g, _)| g.as_str())
+        .chain(review_groups())
+        .filter_map(|g| group_json(catalog, g))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
@@ -71,10 +102,18 @@ pub fn api_group(catalog: &Catalog, group: &str) -> Option<Value> {
 /// `/api/v1` or `/apis/<group>/<version>`.
 pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Value> {
     let defs = catalog.resources(group, version);
-    if defs.is_empty() {
+    let mut resources = Vec::new();
+    if version == "v1" {
+        for (plural, kind, namespaced) in review_resources(group) {
+            resources.push(
+                json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced,
+                "kind": kind, "verbs": ["create"]}),
+            );
+        }
+    }
+    if defs.is_empty() && resources.is_empty() {
         return None;
     }
-    let mut resources = Vec::new();
     for d in &defs {
         let mut r = json!({
             "name": d.plural,
@@ -105,6 +144,9 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
                 json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false,
                 "kind": "Namespace", "verbs": ["update"]}),
             );
+        }
+        if d.group.is_empty() && d.plural == "serviceaccounts" {
+            resources.push(token_subresource());
         }
     }
     let gv = if group.is_empty() {
@@ -154,6 +196,10 @@ fn aggregated_resource(d: &ResourceDef) -> Value {
         subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": ["get", "patch", "update"]}));
     }
+    if d.group.is_empty() && d.plural == "serviceaccounts" {
+        subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            "verbs": ["create"]}));
+    }
     if !subs.is_empty() {
         r["subresources"] = json!(subs);
     }
@@ -165,20 +211,35 @@ pub fn aggregated(catalog: &Catalog, core: bool, version: &str) -> Value {
     let groups: Vec<String> = if core {
         vec![String::new()]
     } else {
-        catalog.groups().map(|(g, _)| g.clone()).collect()
+        catalog
+            .groups()
+            .map(|(g, _)| g.clone())
+            .chain(review_groups().into_iter().map(str::to_owned))
+            .collect()
     };
     let items: Vec<Value> = groups
         .iter()
         .filter_map(|g| {
-            let versions = catalog.versions(g)?;
+            let versions = versions_of(catalog, g)?;
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = catalog
+                    let mut resources: Vec<Value> = catalog
                         .resources(g, v)
                         .iter()
                         .map(|d| aggregated_resource(d))
                         .collect();
+                    if v == "v1" {
+                        for (plural, kind, namespaced) in review_resources(g) {
+                            resources.push(json!({
+                                "resource": plural,
+                                "responseKind": {"group": g, "version": "v1", "kind": kind},
+                                "scope": if namespaced { "Namespaced" } else { "Cluster" },
+                                "singularResource": kind.to_lowercase(),
+                                "verbs": ["create"],
+                            }));
+                        }
+                    }
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
@@ -212,11 +273,32 @@ mod tests {
             names.contains(&"pods")
                 && names.contains(&"pods/status")
                 && names.contains(&"namespaces/finalize")
+                && names.contains(&"serviceaccounts/token")
+        );
+        let authz = resource_list(&catalog, "authorization.k8s.io", "v1").unwrap();
+        assert!(
+            authz["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["name"] == "selfsubjectaccessreviews" && r["verbs"] == json!(["create"]))
+        );
+        assert!(resource_list(&catalog, "authorization.k8s.io", "v2").is_none());
+        assert_eq!(
+            api_group(&catalog, "authentication.k8s.io").unwrap()["preferredVersion"]["groupVersion"],
+            "authentication.k8s.io/v1"
         );
         let apps = api_group(&catalog, "apps").unwrap();
         assert_eq!(apps["preferredVersion"]["groupVersion"], "apps/v1");
         let list = api_group_list(&catalog);
         assert!(list["groups"].as_array().unwrap().iter().all(|g| g["name"] != ""));
+        assert!(
+            list["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == "authorization.k8s.io")
+        );
         let agg = aggregated(&catalog, false, "v2");
         let apps = agg["items"]
             .as_array()

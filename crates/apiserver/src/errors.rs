@@ -233,14 +233,24 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
-    /// 403 Forbidden.
+    /// 403 Forbidden, as kube's `NewForbidden` words it: `<resource>.<group> "<name>" is
+    /// forbidden: <why>` (without the name for collections, `forbidden: <why>` for paths).
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
-        let mut e = Self::new(
-            403,
-            "Forbidden",
-            format!("{} \"{name}\" is forbidden: {why}", qualified(resource, group)),
-        );
-        e.details = Some(details(name, group, resource));
+        let message = if group.is_empty() && resource.is_empty() {
+            format!("forbidden: {why}")
+        } else if name.is_empty() {
+            format!("{} is forbidden: {why}", qualified(resource, group))
+        } else {
+            format!("{} \"{name}\" is forbidden: {why}", qualified(resource, group))
+        };
+        let mut e = Self::new(403, "Forbidden", message);
+        let mut d = json!({});
+        for (field, value) in [("name", name), ("group", group), ("kind", resource)] {
+            if !value.is_empty() {
+                d[field] = json!(value);
+            }
+        }
+        e.details = Some(d);
         e
     }
 
@@ -355,6 +365,24 @@ mod tests {
         let core = ApiError::not_found("", "configmaps", "c").to_status();
         assert_eq!(core["message"], "configmaps \"c\" not found");
         assert!(core["details"].get("group").is_none());
+    }
+
+    #[test]
+    fn forbidden_matches_kube_apiserver() {
+        let list = ApiError::forbidden("", "pods", "", "User \"x\" cannot list").to_status();
+        assert_eq!(list["message"], "pods is forbidden: User \"x\" cannot list");
+        assert_eq!(list["details"], json!({"kind": "pods"}));
+        let one = ApiError::forbidden("apps", "deployments", "web", "no").to_status();
+        assert_eq!(one["message"], "deployments.apps \"web\" is forbidden: no");
+        assert_eq!(
+            one["details"],
+            json!({"name": "web", "group": "apps", "kind": "deployments"})
+        );
+        let path = ApiError::forbidden("", "", "", "User \"x\" cannot get path \"/\"").to_status();
+        assert_eq!(path["message"], "forbidden: User \"x\" cannot get path \"/\"");
+        assert_eq!(path["details"], json!({}));
+        assert_eq!(path["code"], 403);
+        assert_eq!(path["reason"], "Forbidden");
     }
 
     #[test]

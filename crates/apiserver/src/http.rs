@@ -1,5 +1,6 @@
-//! HTTP front end: authentication, routing of Kubernetes API paths, content negotiation
-//! (JSON, YAML bodies, Table and PartialObjectMetadata views) and watch streaming.
+//! HTTP front end: authentication, authorization and audit of every request, routing of
+//! Kubernetes API paths, content negotiation (JSON, YAML bodies, Table and
+//! PartialObjectMetadata views) and watch streaming.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -13,12 +14,13 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
 
-use crate::auth::Tokens;
+use crate::auth::{Authenticator, ClientCertificate, User};
 use crate::errors::{ApiError, ApiResult};
 use crate::ops::{
     Api, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, MAX_BODY_BYTES, Patch, Propagation,
     Subresource, WriteOptions,
 };
+use crate::rbac::rules::Attributes;
 use crate::resources::{Flavor, ResourceDef};
 use crate::selectors::{FieldSelector, LabelSelector, supported_fields};
 use crate::table::IncludeObject;
@@ -30,14 +32,30 @@ pub type Body = BoxBody<Bytes, Infallible>;
 pub struct Frontend {
     /// The object layer.
     pub api: Arc<Api>,
-    /// Known bearer tokens.
-    pub tokens: Tokens,
-    /// Whether requests without a valid token are served.
-    pub anonymous: bool,
+    /// Who a request is.
+    pub authn: Authenticator,
+    /// Where requests are recorded (`--audit-log-path`).
+    pub audit: Option<crate::audit::AuditLog>,
     /// `host:port` clients reach us at.
     pub address: String,
     /// OpenAPI documents.
     pub openapi: crate::openapi::OpenApi,
+}
+
+/// What is known about a client connection.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// The peer's address.
+    pub peer: std::net::SocketAddr,
+    /// Its client certificate, verified or not.
+    pub certificate: ClientCertificate,
+}
+
+/// The Status reason and message of an error response, kept for the audit log.
+#[derive(Clone, Debug)]
+struct Failure {
+    reason: &'static str,
+    message: String,
 }
 
 fn full(bytes: impl Into<Bytes>) -> Body {
@@ -59,10 +77,15 @@ fn bytes_response(code: StatusCode, bytes: Vec<u8>, content_type: &str) -> Respo
 }
 
 fn error_response(e: &ApiError) -> Response<Body> {
-    json_response(
+    let mut resp = json_response(
         StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &e.to_status(),
-    )
+    );
+    resp.extensions_mut().insert(Failure {
+        reason: e.reason,
+        message: e.message.clone(),
+    });
+    resp
 }
 
 fn text_response(code: StatusCode, text: &str) -> Response<Body> {
@@ -78,22 +101,146 @@ fn parse_query(q: Option<&str>) -> Query {
         .collect()
 }
 
-/// Serves one request.
-pub async fn handle(frontend: Arc<Frontend>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+/// Serves one request: authenticates it (401 when presented credentials are invalid or none
+/// are presented without `--anonymous-auth`), authorizes it (403 with kube-apiserver's
+/// message), serves it, and records it in the audit log.
+pub async fn handle(
+    frontend: Arc<Frontend>,
+    connection: Arc<Connection>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let request_uri = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| path.clone(), |pq| pq.as_str().to_owned());
+    let received = crate::objects::now_micro();
     let started = std::time::Instant::now();
     let req = drain(req).await;
-    let resp = route(frontend, req).await;
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    let attrs = crate::requestinfo::attributes(method.as_str(), &path, &pairs);
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let mut acting_as = None;
+    let (resp, user, decision) = match frontend.authn.authenticate(
+        &frontend.api,
+        &connection.certificate,
+        authorization,
+    ) {
+        Err(why) => {
+            tracing::debug!(%method, %path, peer = %connection.peer, reason = %why, "request not authenticated");
+            (error_response(&ApiError::unauthorized()), None, None)
+        }
+        Ok(user) => {
+            let index = frontend.api.rbac.index(&frontend.api.store);
+            let requester = Arc::new(user);
+            match crate::impersonation::impersonate(&index, &requester, req.headers()) {
+                Err(refused) => {
+                    let crate::impersonation::Refused { error, reason } = *refused;
+                    tracing::debug!(%method, %path, user = %requester.name, "impersonation refused");
+                    let decision = (error.code == 403).then_some(crate::rbac::Decision::Deny(reason));
+                    (error_response(&error), Some(requester), decision)
+                }
+                Ok(acting) => {
+                    let acting = acting.map(Arc::new);
+                    let effective = acting.clone().unwrap_or_else(|| requester.clone());
+                    acting_as = acting;
+                    let decision = crate::rbac::authorize(&index, &effective, &attrs);
+                    drop(index);
+                    let resp = match &decision {
+                        crate::rbac::Decision::Deny(reason) => {
+                            tracing::debug!(%method, %path, user = %effective.name, verb = %attrs.verb, "request forbidden");
+                            error_response(&forbidden(&effective, &attrs, reason))
+                        }
+                        crate::rbac::Decision::Allow(_) => {
+                            route(frontend.clone(), req, effective, &pairs).await
+                        }
+                    };
+                    (resp, Some(requester), Some(decision))
+                }
+            }
+        }
+    };
     let code = resp.status().as_u16();
+    if let Some(audit) = &frontend.audit {
+        let failure = resp.extensions().get::<Failure>();
+        let decision = decision.as_ref().map(|d| match d {
+            crate::rbac::Decision::Allow(reason) => (true, reason.as_str()),
+            crate::rbac::Decision::Deny(reason) => (false, reason.as_str()),
+        });
+        audit.record(&crate::audit::Record {
+            received: &received,
+            request_uri: &request_uri,
+            attributes: &attrs,
+            user: user.as_deref(),
+            impersonated: acting_as.as_deref(),
+            source_ip: connection.peer.ip(),
+            user_agent: &user_agent,
+            code,
+            failure: failure.map(|f| (f.reason, f.message.as_str())),
+            decision,
+            started: attrs.verb == "watch" && code == 200,
+        });
+    }
     tracing::debug!(%method, %path, code, elapsed_ms = started.elapsed().as_millis() as u64, "request");
     Ok(resp)
 }
 
-async fn route(frontend: Arc<Frontend>, req: Request<Pending>) -> Response<Body> {
+/// kube-apiserver's 403 for a request the authorizer did not allow:
+/// `pods is forbidden: User "x" cannot list resource "pods" in API group "" in the namespace "ns"`.
+pub fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
+    let action = if !attrs.resource_request {
+        format!("User {:?} cannot {} path {:?}", user.name, attrs.verb, attrs.path)
+    } else if attrs.namespace.is_empty() {
+        format!(
+            "User {:?} cannot {} resource {:?} in API group {:?} at the cluster scope",
+            user.name,
+            attrs.verb,
+            attrs.combined_resource(),
+            attrs.api_group
+        )
+    } else {
+        format!(
+            "User {:?} cannot {} resource {:?} in API group {:?} in the namespace {:?}",
+            user.name,
+            attrs.verb,
+            attrs.combined_resource(),
+            attrs.api_group,
+            attrs.namespace
+        )
+    };
+    let why = if reason.is_empty() {
+        action
+    } else {
+        format!("{action}: {reason}")
+    };
+    let resource = if attrs.resource_request {
+        attrs.resource.as_str()
+    } else {
+        ""
+    };
+    ApiError::forbidden(&attrs.api_group, resource, &attrs.name, &why)
+}
+
+async fn route(
+    frontend: Arc<Frontend>,
+    req: Request<Pending>,
+    user: Arc<User>,
+    pairs: &[(String, String)],
+) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    // Health endpoints reveal nothing and must work for readiness probes without a token.
     match parts.first().copied() {
         Some("healthz") | Some("livez") | Some("readyz") => {
             if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -102,9 +249,6 @@ async fn route(frontend: Arc<Frontend>, req: Request<Pending>) -> Response<Body>
             return text_response(StatusCode::OK, "ok");
         }
         _ => {}
-    }
-    if !frontend.anonymous && !authenticated(&frontend.tokens, &req) {
-        return error_response(&ApiError::unauthorized());
     }
     let accept = req
         .headers()
@@ -176,17 +320,89 @@ async fn route(frontend: Arc<Frontend>, req: Request<Pending>) -> Response<Body>
                 ),
             &method,
         ),
+        [
+            "apis",
+            group @ ("authorization.k8s.io" | "authentication.k8s.io"),
+            "v1",
+            rest @ ..,
+        ] => {
+            let (namespace, plural) = match rest {
+                [plural] => (None, *plural),
+                ["namespaces", ns, plural] => (Some((*ns).to_owned()), *plural),
+                _ => return error_response(&ApiError::not_found_path()),
+            };
+            match review(&frontend, req, &user, group, plural, namespace).await {
+                Ok(resp) => resp,
+                Err(e) => error_response(&e),
+            }
+        }
         ["api", "v1", rest @ ..] => {
             let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
-            resource(frontend, req, String::new(), "v1".into(), rest, accept).await
+            resource(
+                frontend,
+                req,
+                String::new(),
+                "v1".into(),
+                rest,
+                accept,
+                user,
+                pairs,
+            )
+            .await
         }
         ["apis", group, version, rest @ ..] => {
             let (g, v) = (group.to_string(), version.to_string());
             let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
-            resource(frontend, req, g, v, rest, accept).await
+            resource(frontend, req, g, v, rest, accept, user, pairs).await
         }
         _ => error_response(&ApiError::not_found_path()),
     }
+}
+
+/// `POST` of a review object (see [`crate::reviews`]).
+async fn review(
+    frontend: &Frontend,
+    req: Request<Pending>,
+    user: &User,
+    group: &str,
+    plural: &str,
+    namespace: Option<String>,
+) -> ApiResult<Response<Body>> {
+    let (_, namespaced) = crate::reviews::kind_of(group, plural).ok_or_else(ApiError::not_found_path)?;
+    if namespaced != namespace.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    if req.method() != Method::POST {
+        return Err(ApiError::method_not_allowed(req.method().as_str()));
+    }
+    let (parts, body) = read_body(req).await?;
+    let body = decode_object(&body, &content_type(&parts))?;
+    let index = frontend.api.rbac.index(&frontend.api.store);
+    let api = &frontend.api;
+    let authn = &frontend.authn;
+    let answer = crate::reviews::answer(
+        &index,
+        user,
+        group,
+        plural,
+        namespace.as_deref(),
+        &body,
+        |token, audiences| {
+            if let Some(user) = authn.tokens.authenticate(token) {
+                return Ok(user.clone().authenticated());
+            }
+            let user = authn.service_accounts.authenticate(api, token)?;
+            if !audiences.is_empty()
+                && !audiences
+                    .iter()
+                    .any(|a| authn.service_accounts.audiences().contains(a))
+            {
+                return Err("the token's audiences are not among those asked for".to_owned());
+            }
+            Ok(user.authenticated())
+        },
+    )?;
+    Ok(json_response(StatusCode::CREATED, &answer))
 }
 
 fn aggregated_response(doc: Value, version: &str) -> Response<Body> {
@@ -196,23 +412,6 @@ fn aggregated_response(doc: Value, version: &str) -> Response<Body> {
         bytes,
         &format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"),
     )
-}
-
-fn authenticated(tokens: &Tokens, req: &Request<Pending>) -> bool {
-    let Some(value) = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some(token) = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-    else {
-        return false;
-    };
-    tokens.authenticate(token.trim()).is_some()
 }
 
 /// A parsed resource path.
@@ -258,6 +457,7 @@ fn parse_target(frontend: &Frontend, group: &str, version: &str, mut rest: Vec<S
             "status" => def.status,
             "scale" => def.scale.is_some(),
             "finalize" => def.group.is_empty() && def.plural == "namespaces",
+            "token" => def.group.is_empty() && def.plural == "serviceaccounts",
             _ => false,
         };
         if !ok {
@@ -406,7 +606,7 @@ fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
     Ok(value)
 }
 
-fn write_options(q: &Query, user_agent: &str) -> ApiResult<WriteOptions> {
+fn write_options(q: &Query, user_agent: &str, user: &Arc<User>) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -440,6 +640,7 @@ fn write_options(q: &Query, user_agent: &str) -> ApiResult<WriteOptions> {
         force: q.get("force").is_some_and(|v| v == "true"),
         user_agent: user_agent.to_owned(),
         managed_precomputed: false,
+        user: Some(user.clone()),
     })
 }
 
@@ -536,6 +737,7 @@ fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn resource(
     frontend: Arc<Frontend>,
     req: Request<Pending>,
@@ -543,13 +745,16 @@ async fn resource(
     version: String,
     rest: Vec<String>,
     accept: String,
+    user: Arc<User>,
+    pairs: &[(String, String)],
 ) -> Response<Body> {
-    match resource_inner(frontend, req, group, version, rest, accept).await {
+    match resource_inner(frontend, req, group, version, rest, accept, user, pairs).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn resource_inner(
     frontend: Arc<Frontend>,
     req: Request<Pending>,
@@ -557,6 +762,8 @@ async fn resource_inner(
     version: String,
     rest: Vec<String>,
     accept: String,
+    user: Arc<User>,
+    pairs: &[(String, String)],
 ) -> ApiResult<Response<Body>> {
     let target = parse_target(&frontend, &group, &version, rest)?;
     let q = parse_query(req.uri().query());
@@ -570,13 +777,18 @@ async fn resource_inner(
         _ => Subresource::Main,
     };
     let method = req.method().clone();
+    if target.sub.as_deref() == Some("token") && method != Method::POST {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
     let user_agent = req
         .headers()
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    let watch = target.watch_path || q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    // The same reading of `watch` the authorizer made: a collection GET with it is a watch, a
+    // named GET stays a get (the deprecated `/watch/` prefix watches one object).
+    let watch = target.watch_path || (target.name.is_none() && crate::requestinfo::watch_requested(pairs));
     match (method, target.name.clone()) {
         (Method::GET, None) if watch => Ok(crate::watch::serve(
             api,
@@ -617,8 +829,18 @@ async fn resource_inner(
             };
             single_response(&def, obj, view, &q, StatusCode::OK, &[])
         }
+        (Method::POST, Some(name)) if target.sub.as_deref() == Some("token") => {
+            let (parts, body) = read_body(req).await?;
+            let obj = decode_object(&body, &content_type(&parts))?;
+            let ns = ns.ok_or_else(ApiError::not_found_path)?;
+            let answer = frontend
+                .authn
+                .service_accounts
+                .token_request(&api, &ns, &name, &obj)?;
+            Ok(json_response(StatusCode::CREATED, &answer))
+        }
         (Method::POST, None) => {
-            let opts = write_options(&q, &user_agent)?;
+            let opts = write_options(&q, &user_agent, &user)?;
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             let written = api.create(&def, ns.as_deref(), obj, &opts).await?;
@@ -632,7 +854,7 @@ async fn resource_inner(
             )
         }
         (Method::PUT, Some(name)) => {
-            let opts = write_options(&q, &user_agent)?;
+            let opts = write_options(&q, &user_agent, &user)?;
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             if target.sub.as_deref() == Some("finalize") {
@@ -648,7 +870,7 @@ async fn resource_inner(
             single_response(&def, written.object, view, &q, code, &written.warnings)
         }
         (Method::PATCH, Some(name)) => {
-            let opts = write_options(&q, &user_agent)?;
+            let opts = write_options(&q, &user_agent, &user)?;
             let (parts, body) = read_body(req).await?;
             let ct = content_type(&parts);
             let patch = decode_patch(&ct, &body)?;

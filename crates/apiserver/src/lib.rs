@@ -7,19 +7,24 @@
 //! bookmarks and 410s, Table output, garbage collection, namespaces and finalizers.
 //!
 //! Layout: [`ops`] is the object layer (registry semantics); [`http`] and [`watch`] are the
-//! HTTP front end; [`gc`] and [`simulate`] are in-process controllers; [`builtin`], [`crd`],
-//! [`admission`], [`table`], [`discovery`] and [`openapi`] describe and check kinds; storage is
-//! the `flotilla-store` crate. See `docs/apiserver.md`.
+//! HTTP front end; [`auth`], [`clientcert`] and [`serviceaccount`] authenticate, [`impersonation`] acts as others, [`rbac`] and
+//! [`requestinfo`] authorize, [`reviews`] answers access reviews and [`audit`] records requests;
+//! [`gc`], [`simulate`] and [`rbac::aggregation`] are in-process controllers; [`builtin`],
+//! [`crd`], [`admission`], [`table`], [`discovery`] and [`openapi`] describe and check kinds;
+//! storage is the `flotilla-store` crate. See `docs/apiserver.md`.
 
 pub mod admission;
+pub mod audit;
 pub mod auth;
 pub mod builtin;
+pub mod clientcert;
 pub mod crd;
 pub mod discovery;
 pub mod errors;
 mod fsutil;
 pub mod gc;
 pub mod http;
+pub mod impersonation;
 pub mod kubeconfig;
 pub mod names;
 pub mod objects;
@@ -28,8 +33,12 @@ pub mod ops;
 pub mod pki;
 pub mod protobuf;
 mod protobuf_schema;
+pub mod rbac;
+pub mod requestinfo;
 pub mod resources;
+pub mod reviews;
 pub mod selectors;
+pub mod serviceaccount;
 pub mod simulate;
 pub mod table;
 pub mod watch;
@@ -48,7 +57,8 @@ use tokio::net::TcpListener;
 #[command(
     name = "flotilla-apiserver",
     version,
-    about = "Kubernetes-compatible API server on an embedded durable store"
+    about = "Kubernetes-compatible API server on an embedded durable store",
+    args_override_self = true
 )]
 pub struct Config {
     /// Directory holding the store, pki/, tokens.csv and the kubeconfig.
@@ -70,9 +80,31 @@ pub struct Config {
     /// created with one random admin token on first start.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
-    /// Serve requests that carry no valid token.
-    #[arg(long, default_value_t = false)]
+    /// Serve requests without credentials as system:anonymous (group system:unauthenticated),
+    /// subject to RBAC, which by default lets them reach /healthz, /livez, /readyz and /version
+    /// only. `--anonymous-auth=false` answers them 401.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
+    /// CA bundle (PEM) client certificates must chain to (CN = user, O = groups); default the
+    /// generated CA when the serving certificate is generated, else no client certificates.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// The `iss` of ServiceAccount tokens (and the audience they get by default).
+    #[arg(long, default_value = serviceaccount::DEFAULT_ISSUER)]
+    pub service_account_issuer: String,
+    /// ECDSA P-256 private key (PKCS#8 PEM) that signs ServiceAccount tokens; default
+    /// <data-dir>/pki/sa.key, generated on first start.
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// Audiences a token must carry one of (default: the issuer).
+    #[arg(long = "api-audiences", value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// Longest lifetime a TokenRequest gets (e.g. 24h); longer requests are shortened to it.
+    #[arg(long, value_parser = parse_duration_flag)]
+    pub service_account_max_token_expiration: Option<i64>,
+    /// Append one JSON line per request (audit.k8s.io/v1 Event, Metadata level) to this file.
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
     /// Where to write the kubeconfig (default <data-dir>/kubeconfig).
     #[arg(long)]
     pub kubeconfig_out: Option<PathBuf>,
@@ -95,6 +127,10 @@ pub struct Config {
     /// Log level or filter (RUST_LOG syntax).
     #[arg(long, default_value = "info")]
     pub log_level: String,
+}
+
+fn parse_duration_flag(text: &str) -> Result<i64, String> {
+    serviceaccount::parse_duration(text)
 }
 
 /// Sets up tracing output.
@@ -151,17 +187,42 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         None => (data_dir.join("tokens.csv"), true),
     };
     let tokens = auth::Tokens::load_or_create(&token_file, create)?;
-    let (cert, key, ca) = match (&config.tls_cert_file, &config.tls_private_key_file) {
-        (Some(c), Some(k)) => (c.clone(), k.clone(), c.clone()),
+    let (cert, key, ca, generated_ca) = match (&config.tls_cert_file, &config.tls_private_key_file) {
+        (Some(c), Some(k)) => (c.clone(), k.clone(), c.clone(), None),
         _ => {
             let files = pki::ensure_self_signed(&data_dir.join("pki"), &config.tls_sans)?;
-            (files.cert, files.key, files.ca_cert)
+            (files.cert, files.key, files.ca_cert.clone(), Some(files.ca_cert))
         }
     };
-    let tls = pki::server_config(&cert, &key)?;
+    let client_ca = config.client_ca_file.clone().or(generated_ca);
+    let tls = pki::server_config(&cert, &key, client_ca.as_deref())?;
+    let (sa_key, create_sa_key) = match &config.service_account_signing_key_file {
+        Some(f) => (f.clone(), false),
+        None => (data_dir.join("pki").join("sa.key"), true),
+    };
+    if create_sa_key {
+        std::fs::create_dir_all(data_dir.join("pki"))
+            .with_context(|| format!("creating {}", data_dir.join("pki").display()))?;
+    }
+    let service_accounts = Arc::new(serviceaccount::Issuer::load_or_create(
+        &sa_key,
+        create_sa_key,
+        &config.service_account_issuer,
+        &config.api_audiences,
+        config.service_account_max_token_expiration,
+    )?);
+    let audit = config
+        .audit_log_path
+        .as_deref()
+        .map(audit::AuditLog::open)
+        .transpose()?;
     let api = ops::Api::new(store)
         .await
         .map_err(|e| anyhow::anyhow!("initializing the API: {e}"))?;
+    rbac::bootstrap::ensure(&api)
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the default RBAC policy: {e}"))?;
+    rbac::aggregation::spawn(api.clone());
     gc::spawn(api.clone());
     if config.simulate_workloads {
         simulate::spawn(api.clone());
@@ -177,10 +238,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         ip => ip.to_string(),
     };
     let address = format!("{host}:{}", addr.port());
+    let admin = tokens.admin_token().unwrap_or_default().to_owned();
     let frontend = Arc::new(http::Frontend {
         api: api.clone(),
-        tokens: tokens.clone(),
-        anonymous: config.anonymous_auth,
+        authn: auth::Authenticator {
+            tokens,
+            service_accounts,
+            anonymous: config.anonymous_auth,
+        },
+        audit,
         address: address.clone(),
         openapi: openapi::OpenApi::default(),
     });
@@ -189,7 +255,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .clone()
         .unwrap_or_else(|| data_dir.join("kubeconfig"));
     let ca_pem = std::fs::read(&ca).with_context(|| format!("reading {}", ca.display()))?;
-    let admin = tokens.admin_token().unwrap_or_default().to_owned();
     let contents = kubeconfig::render(
         &format!("https://{address}"),
         &ca_pem,
@@ -213,11 +278,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 
 async fn accept_loop(
     listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
+    tls: pki::ServerTls,
     frontend: Arc<http::Frontend>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config);
+    let client_verifier = tls.client_verifier;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let accepted = tokio::select! {
@@ -236,6 +302,7 @@ async fn accept_loop(
         let acceptor = acceptor.clone();
         let frontend = frontend.clone();
         let watcher = graceful.watcher();
+        let client_verifier = client_verifier.clone();
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                 Ok(Ok(s)) => s,
@@ -245,7 +312,12 @@ async fn accept_loop(
                 }
                 Err(_) => return,
             };
-            let service = hyper::service::service_fn(move |req| http::handle(frontend.clone(), req));
+            let certificate =
+                clientcert::identify(client_verifier.as_ref(), tls.get_ref().1.peer_certificates());
+            let connection = Arc::new(http::Connection { peer, certificate });
+            let service = hyper::service::service_fn(move |req| {
+                http::handle(frontend.clone(), connection.clone(), req)
+            });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder.http2().max_concurrent_streams(1000);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);

@@ -17,6 +17,8 @@ pub enum NameRule {
     Label,
     /// DNS-1035 label (services).
     Dns1035,
+    /// Any valid path segment (RBAC objects: `system:discovery`).
+    PathSegment,
 }
 
 /// Checks a name; returns kube-apiserver's error texts.
@@ -37,6 +39,16 @@ pub fn check(rule: NameRule, name: &str) -> Vec<String> {
             }
             if !label_chars(name) {
                 errors.push(DNS1123_LABEL_MESSAGE.to_owned());
+            }
+        }
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                errors.push(format!("may not be '{name}'"));
+            }
+            for bad in ["/", "%"] {
+                if name.contains(bad) {
+                    errors.push(format!("may not contain '{bad}'"));
+                }
             }
         }
         NameRule::Dns1035 => {
@@ -118,6 +130,13 @@ mod tests {
         assert!(check(NameRule::Subdomain, &"a".repeat(254)).len() == 2);
         assert!(check(NameRule::Dns1035, "1abc").len() == 1);
         assert!(check(NameRule::Label, "ns1").is_empty());
+        assert!(check(NameRule::PathSegment, "system:discovery").is_empty());
+        assert!(check(NameRule::PathSegment, "Any Thing").is_empty());
+        assert_eq!(check(NameRule::PathSegment, ".."), vec!["may not be '..'"]);
+        assert_eq!(
+            check(NameRule::PathSegment, "a/b%"),
+            vec!["may not contain '/'", "may not contain '%'"]
+        );
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct WriteOptions {
     pub user_agent: String,
     /// Set internally when server-side apply already computed `metadata.managedFields`.
     pub managed_precomputed: bool,
+    /// Who asks (None for the server's own controllers): RBAC writes are checked for
+    /// privilege escalation against this user.
+    pub user: Option<Arc<crate::auth::User>>,
 }
 
 impl WriteOptions {
@@ -185,6 +188,8 @@ pub struct Api {
     /// serving a CRD just created.
     catalog_rebuild: Mutex<()>,
     snapshots: Mutex<HashMap<u64, (Snapshot, Instant)>>,
+    /// The RBAC index the authorizer reads (rebuilt after RBAC writes).
+    pub rbac: crate::rbac::Cache,
 }
 
 impl Api {
@@ -196,6 +201,7 @@ impl Api {
             catalog: RwLock::new(Arc::new(Catalog::new(builtin::definitions()))),
             catalog_rebuild: Mutex::new(()),
             snapshots: Mutex::new(HashMap::new()),
+            rbac: crate::rbac::Cache::default(),
         });
         api.refresh_catalog();
         let catalog = api.catalog();
@@ -245,6 +251,9 @@ impl Api {
     fn after_write(&self, def: &ResourceDef) {
         if def.plural == "customresourcedefinitions" && def.group == "apiextensions.k8s.io" {
             self.refresh_catalog();
+        }
+        if def.group == crate::rbac::GROUP {
+            self.rbac.invalidate();
         }
     }
 
@@ -1245,6 +1254,7 @@ impl Api {
         if old.is_none_or(|old| old.get("spec") != obj.get("spec")) {
             crate::admission::admit(&def.group, &def.kind, &obj)?;
         }
+        crate::rbac::escalation::check(self, def, &obj, old, opts.user.as_deref())?;
         Ok(obj)
     }
 
@@ -1436,6 +1446,8 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, creating: bool) -> Vec<Caus
             NameRule::Label
         } else if def.group.is_empty() && def.plural == "services" {
             NameRule::Dns1035
+        } else if def.group == crate::rbac::GROUP {
+            NameRule::PathSegment
         } else {
             NameRule::Subdomain
         };

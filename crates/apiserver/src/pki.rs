@@ -1,5 +1,7 @@
 //! TLS material: a self-signed CA and a serving certificate generated on first start (kept in
-//! `<data-dir>/pki/` and reused), or user-provided files; and the rustls server config.
+//! `<data-dir>/pki/` and reused), or user-provided files; the rustls server config (which asks
+//! for client certificates when a client CA is configured); and client certificates signed by
+//! the generated CA (for tests and tools: CN is the user, O the groups).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -114,8 +116,52 @@ fn alpn() -> Vec<Vec<u8>> {
     }
 }
 
-/// Builds the rustls server config (ring provider, ALPN h2 + http/1.1).
-pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+/// A certificate and key (PEM) for a client named `user` in `group` (if any), signed by the CA
+/// under `pki_dir` (which [`ensure_self_signed`] created), valid for `days` days from an hour
+/// ago. (rcgen encodes one value per attribute type, so one group: make certificates with
+/// several O values with openssl; the server reads them all.)
+pub fn issue_client_certificate(
+    pki_dir: &Path,
+    user: &str,
+    group: Option<&str>,
+    days: u32,
+) -> anyhow::Result<(String, String)> {
+    let ca_key_pem = std::fs::read_to_string(pki_dir.join("ca.key")).context("reading the CA key")?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem).context("parsing the CA key")?;
+    let issuer = Issuer::new(ca_params(), ca_key);
+    let key = KeyPair::generate().context("generating the client key")?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, user);
+    if let Some(group) = group {
+        params.distinguished_name.push(DnType::OrganizationName, group);
+    }
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let now = std::time::SystemTime::now();
+    params.not_before = (now - std::time::Duration::from_secs(3600)).into();
+    params.not_after = (now + std::time::Duration::from_secs(u64::from(days) * 86_400)).into();
+    let cert = params
+        .signed_by(&key, &issuer)
+        .context("signing the client certificate")?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The TLS server config and, when client certificates are accepted, the verifier that checks
+/// a presented chain against the client CA after the handshake.
+pub struct ServerTls {
+    /// The rustls config.
+    pub config: Arc<rustls::ServerConfig>,
+    /// Verifies client chains (see [`crate::clientcert::identify`]).
+    pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+}
+
+/// Builds the rustls server config (ring provider, ALPN); with `client_ca`, clients may present
+/// a certificate signed by it (optional, as in kube-apiserver with `--client-ca-file`).
+pub fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> anyhow::Result<ServerTls> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("reading {}", cert.display()))?
         .collect::<Result<_, _>>()
@@ -126,14 +172,47 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::Serv
     let key = PrivateKeyDer::from_pem_file(key)
         .with_context(|| format!("reading the private key {}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let client_verifier = match client_ca {
+        None => None,
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in CertificateDer::pem_file_iter(path)
+                .with_context(|| format!("reading the client CA {} (--client-ca-file)", path.display()))?
+            {
+                let ca = ca.with_context(|| format!("parsing certificates in {}", path.display()))?;
+                roots.add(ca).with_context(|| {
+                    format!("{} holds a certificate that is not a usable CA", path.display())
+                })?;
+            }
+            if roots.is_empty() {
+                bail!("the client CA file {} holds no certificate", path.display());
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider.clone(),
+            )
+            .allow_unauthenticated()
+            .build()
+            .with_context(|| format!("building a client certificate verifier from {}", path.display()))?;
+            Some(verifier)
+        }
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .context("configuring TLS versions")?
-        .with_no_client_auth()
+        .context("configuring TLS versions")?;
+    let builder = match &client_verifier {
+        Some(inner) => builder
+            .with_client_cert_verifier(Arc::new(crate::clientcert::DeferredVerifier::new(inner.clone()))),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
         .with_single_cert(certs, key)
         .context("the TLS certificate and key do not match")?;
     config.alpn_protocols = alpn();
-    Ok(Arc::new(config))
+    Ok(ServerTls {
+        config: Arc::new(config),
+        client_verifier,
+    })
 }
 
 #[cfg(test)]
@@ -154,6 +233,46 @@ mod tests {
         let with_san = ensure_self_signed(dir.path(), &["flotilla.local".into()]).unwrap();
         assert_eq!(std::fs::read(&with_san.ca_cert).unwrap(), ca);
         assert_ne!(std::fs::read(&with_san.cert).unwrap(), cert);
-        server_config(&with_san.cert, &with_san.key).unwrap();
+        server_config(&with_san.cert, &with_san.key, None).unwrap();
+        let tls = server_config(&with_san.cert, &with_san.key, Some(&with_san.ca_cert)).unwrap();
+        assert!(tls.client_verifier.is_some());
+    }
+
+    #[test]
+    fn client_certificates_name_the_user_and_verify_against_the_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ensure_self_signed(dir.path(), &[]).unwrap();
+        let tls = server_config(&files.cert, &files.key, Some(&files.ca_cert)).unwrap();
+        let (cert, _key) = issue_client_certificate(dir.path(), "jane", Some("dev"), 1).unwrap();
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        match crate::clientcert::identify(tls.client_verifier.as_ref(), Some(&chain)) {
+            crate::auth::ClientCertificate::Verified(user) => {
+                assert_eq!(user.name, "jane");
+                assert_eq!(user.groups, vec!["dev"]);
+            }
+            other => panic!("not verified: {other:?}"),
+        }
+        // A certificate from another CA is presented but invalid.
+        let other = tempfile::tempdir().unwrap();
+        ensure_self_signed(other.path(), &[]).unwrap();
+        let (foreign, _) = issue_client_certificate(other.path(), "jane", Some("system:masters"), 1).unwrap();
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(foreign.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(matches!(
+            crate::clientcert::identify(tls.client_verifier.as_ref(), Some(&chain)),
+            crate::auth::ClientCertificate::Invalid(_)
+        ));
+        // The serving certificate is not for client authentication.
+        let serving: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(matches!(
+            crate::clientcert::identify(tls.client_verifier.as_ref(), Some(&serving)),
+            crate::auth::ClientCertificate::Invalid(_)
+        ));
     }
 }

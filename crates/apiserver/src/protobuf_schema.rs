@@ -26,6 +26,17 @@ pub(crate) const ROOTS: &[(&str, &str, usize)] = &[
     ("networking.k8s.io/v1", "Ingress", 17),
     ("coordination.k8s.io/v1", "Lease", 18),
     ("events.k8s.io/v1", "Event", 19),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", 20),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", 21),
+    ("rbac.authorization.k8s.io/v1", "Role", 22),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", 23),
+    ("authentication.k8s.io/v1", "TokenRequest", 24),
+    ("authentication.k8s.io/v1", "TokenReview", 25),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", 26),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", 27),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", 28),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", 29),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", 30),
 ];
 
 /// Every message reachable from the roots.
@@ -36,7 +47,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -45,7 +56,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(21),
+                ty: Ty::Message(32),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -54,7 +65,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(22),
+                ty: Ty::Message(33),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -68,7 +79,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -109,7 +120,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -159,7 +170,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -168,7 +179,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(23),
+                ty: Ty::Message(34),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -177,7 +188,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(24),
+                ty: Ty::Message(35),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -191,7 +202,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -200,7 +211,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "secrets",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -209,7 +220,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "imagePullSecrets",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -232,7 +243,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -241,7 +252,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(27),
+                ty: Ty::Message(38),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -250,7 +261,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(28),
+                ty: Ty::Message(39),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -264,7 +275,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -273,7 +284,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(29),
+                ty: Ty::Message(40),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -282,7 +293,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(30),
+                ty: Ty::Message(41),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -296,7 +307,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -305,7 +316,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(31),
+                ty: Ty::Message(42),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -314,7 +325,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(32),
+                ty: Ty::Message(43),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -328,7 +339,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -337,7 +348,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(33),
+                ty: Ty::Message(44),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -346,7 +357,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(34),
+                ty: Ty::Message(45),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -360,7 +371,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -369,7 +380,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "involvedObject",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -396,7 +407,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "source",
-                ty: Ty::Message(35),
+                ty: Ty::Message(46),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -450,7 +461,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "series",
-                ty: Ty::Message(36),
+                ty: Ty::Message(47),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -468,7 +479,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "related",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -500,7 +511,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -509,7 +520,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "subsets",
-                ty: Ty::Message(37),
+                ty: Ty::Message(48),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -523,7 +534,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -532,7 +543,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(38),
+                ty: Ty::Message(49),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -541,7 +552,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(39),
+                ty: Ty::Message(50),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -555,7 +566,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -564,7 +575,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(40),
+                ty: Ty::Message(51),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -573,7 +584,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(41),
+                ty: Ty::Message(52),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -587,7 +598,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -596,7 +607,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(42),
+                ty: Ty::Message(53),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -605,7 +616,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(43),
+                ty: Ty::Message(54),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -619,7 +630,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -628,7 +639,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(44),
+                ty: Ty::Message(55),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -637,7 +648,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(45),
+                ty: Ty::Message(56),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -651,7 +662,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -660,7 +671,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(46),
+                ty: Ty::Message(57),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -669,7 +680,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(47),
+                ty: Ty::Message(58),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -683,7 +694,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -692,7 +703,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(48),
+                ty: Ty::Message(59),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -701,7 +712,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(49),
+                ty: Ty::Message(60),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -715,7 +726,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -724,7 +735,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(50),
+                ty: Ty::Message(61),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -733,7 +744,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "status",
-                ty: Ty::Message(51),
+                ty: Ty::Message(62),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -747,7 +758,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -756,7 +767,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(52),
+                ty: Ty::Message(63),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -770,7 +781,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -788,7 +799,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "series",
-                ty: Ty::Message(53),
+                ty: Ty::Message(64),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -833,7 +844,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "regarding",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -842,7 +853,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "related",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -869,7 +880,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "deprecatedSource",
-                ty: Ty::Message(35),
+                ty: Ty::Message(46),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -897,6 +908,340 @@ pub(crate) const MESSAGES: &[Message] = &[
                 number: 15,
                 json: "deprecatedCount",
                 ty: Ty::Int32,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.ClusterRole",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "rules",
+                ty: Ty::Message(65),
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "aggregationRule",
+                ty: Ty::Message(66),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.ClusterRoleBinding",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "subjects",
+                ty: Ty::Message(67),
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "roleRef",
+                ty: Ty::Message(68),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.Role",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "rules",
+                ty: Ty::Message(65),
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.RoleBinding",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "subjects",
+                ty: Ty::Message(67),
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "roleRef",
+                ty: Ty::Message(68),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.TokenRequest",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "spec",
+                ty: Ty::Message(69),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "status",
+                ty: Ty::Message(70),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.TokenReview",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "spec",
+                ty: Ty::Message(71),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "status",
+                ty: Ty::Message(72),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.SelfSubjectReview",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "status",
+                ty: Ty::Message(73),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.SelfSubjectAccessReview",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "spec",
+                ty: Ty::Message(74),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "status",
+                ty: Ty::Message(75),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.SubjectAccessReview",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "spec",
+                ty: Ty::Message(76),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "status",
+                ty: Ty::Message(75),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.LocalSubjectAccessReview",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "spec",
+                ty: Ty::Message(76),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "status",
+                ty: Ty::Message(75),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.SelfSubjectRulesReview",
+        fields: &[
+            Field {
+                number: 1,
+                json: "metadata",
+                ty: Ty::Message(31),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "spec",
+                ty: Ty::Message(77),
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "status",
+                ty: Ty::Message(78),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -1018,7 +1363,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "ownerReferences",
-                ty: Ty::Message(54),
+                ty: Ty::Message(79),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1036,7 +1381,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 17,
                 json: "managedFields",
-                ty: Ty::Message(55),
+                ty: Ty::Message(80),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1071,7 +1416,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "conditions",
-                ty: Ty::Message(56),
+                ty: Ty::Message(81),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1085,7 +1430,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "ports",
-                ty: Ty::Message(57),
+                ty: Ty::Message(82),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1193,7 +1538,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 14,
                 json: "sessionAffinityConfig",
-                ty: Ty::Message(58),
+                ty: Ty::Message(83),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1270,7 +1615,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "loadBalancer",
-                ty: Ty::Message(59),
+                ty: Ty::Message(84),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -1279,7 +1624,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "conditions",
-                ty: Ty::Message(60),
+                ty: Ty::Message(85),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1382,7 +1727,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "resources",
-                ty: Ty::Message(62),
+                ty: Ty::Message(87),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -1400,7 +1745,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "selector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1427,7 +1772,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "dataSource",
-                ty: Ty::Message(63),
+                ty: Ty::Message(88),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1436,7 +1781,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "dataSourceRef",
-                ty: Ty::Message(64),
+                ty: Ty::Message(89),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1486,7 +1831,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "conditions",
-                ty: Ty::Message(65),
+                ty: Ty::Message(90),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1522,7 +1867,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "modifyVolumeStatus",
-                ty: Ty::Message(66),
+                ty: Ty::Message(91),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1545,7 +1890,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "",
-                ty: Ty::Message(67),
+                ty: Ty::Message(92),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -1563,7 +1908,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "claimRef",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1608,7 +1953,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "nodeAffinity",
-                ty: Ty::Message(68),
+                ty: Ty::Message(93),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1672,7 +2017,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "volumes",
-                ty: Ty::Message(69),
+                ty: Ty::Message(94),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1681,7 +2026,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "containers",
-                ty: Ty::Message(70),
+                ty: Ty::Message(95),
                 repeated: true,
                 pointer: false,
                 omitempty: false,
@@ -1789,7 +2134,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 14,
                 json: "securityContext",
-                ty: Ty::Message(72),
+                ty: Ty::Message(97),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1798,7 +2143,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 15,
                 json: "imagePullSecrets",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1825,7 +2170,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 18,
                 json: "affinity",
-                ty: Ty::Message(73),
+                ty: Ty::Message(98),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1843,7 +2188,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 20,
                 json: "initContainers",
-                ty: Ty::Message(70),
+                ty: Ty::Message(95),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1861,7 +2206,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 22,
                 json: "tolerations",
-                ty: Ty::Message(74),
+                ty: Ty::Message(99),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1870,7 +2215,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 23,
                 json: "hostAliases",
-                ty: Ty::Message(75),
+                ty: Ty::Message(100),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1897,7 +2242,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 26,
                 json: "dnsConfig",
-                ty: Ty::Message(76),
+                ty: Ty::Message(101),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -1915,7 +2260,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 28,
                 json: "readinessGates",
-                ty: Ty::Message(77),
+                ty: Ty::Message(102),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1960,7 +2305,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 33,
                 json: "topologySpreadConstraints",
-                ty: Ty::Message(78),
+                ty: Ty::Message(103),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1969,7 +2314,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 34,
                 json: "ephemeralContainers",
-                ty: Ty::Message(71),
+                ty: Ty::Message(96),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -1987,7 +2332,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 36,
                 json: "os",
-                ty: Ty::Message(79),
+                ty: Ty::Message(104),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2005,7 +2350,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 38,
                 json: "schedulingGates",
-                ty: Ty::Message(80),
+                ty: Ty::Message(105),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2014,7 +2359,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 39,
                 json: "resourceClaims",
-                ty: Ty::Message(81),
+                ty: Ty::Message(106),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2023,7 +2368,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 40,
                 json: "resources",
-                ty: Ty::Message(82),
+                ty: Ty::Message(107),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2046,7 +2391,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "conditions",
-                ty: Ty::Message(83),
+                ty: Ty::Message(108),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2100,7 +2445,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "containerStatuses",
-                ty: Ty::Message(86),
+                ty: Ty::Message(111),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2118,7 +2463,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "initContainerStatuses",
-                ty: Ty::Message(86),
+                ty: Ty::Message(111),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2136,7 +2481,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "podIPs",
-                ty: Ty::Message(85),
+                ty: Ty::Message(110),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2145,7 +2490,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "ephemeralContainerStatuses",
-                ty: Ty::Message(86),
+                ty: Ty::Message(111),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2163,7 +2508,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 15,
                 json: "resourceClaimStatuses",
-                ty: Ty::Message(87),
+                ty: Ty::Message(112),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2172,7 +2517,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 16,
                 json: "hostIPs",
-                ty: Ty::Message(84),
+                ty: Ty::Message(109),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2231,7 +2576,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "taints",
-                ty: Ty::Message(88),
+                ty: Ty::Message(113),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2240,7 +2585,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "configSource",
-                ty: Ty::Message(89),
+                ty: Ty::Message(114),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2290,7 +2635,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "conditions",
-                ty: Ty::Message(90),
+                ty: Ty::Message(115),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2299,7 +2644,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "addresses",
-                ty: Ty::Message(91),
+                ty: Ty::Message(116),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2308,7 +2653,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "daemonEndpoints",
-                ty: Ty::Message(92),
+                ty: Ty::Message(117),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -2317,7 +2662,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "nodeInfo",
-                ty: Ty::Message(93),
+                ty: Ty::Message(118),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -2326,7 +2671,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "images",
-                ty: Ty::Message(94),
+                ty: Ty::Message(119),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2344,7 +2689,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "volumesAttached",
-                ty: Ty::Message(95),
+                ty: Ty::Message(120),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2353,7 +2698,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "config",
-                ty: Ty::Message(96),
+                ty: Ty::Message(121),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2362,7 +2707,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "runtimeHandlers",
-                ty: Ty::Message(97),
+                ty: Ty::Message(122),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2371,7 +2716,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "features",
-                ty: Ty::Message(98),
+                ty: Ty::Message(123),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2431,7 +2776,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "addresses",
-                ty: Ty::Message(99),
+                ty: Ty::Message(124),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2440,7 +2785,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "notReadyAddresses",
-                ty: Ty::Message(99),
+                ty: Ty::Message(124),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2449,7 +2794,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "ports",
-                ty: Ty::Message(100),
+                ty: Ty::Message(125),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2472,7 +2817,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "selector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: false,
@@ -2481,7 +2826,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "template",
-                ty: Ty::Message(101),
+                ty: Ty::Message(126),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -2490,7 +2835,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "strategy",
-                ty: Ty::Message(102),
+                ty: Ty::Message(127),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -2585,7 +2930,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "conditions",
-                ty: Ty::Message(103),
+                ty: Ty::Message(128),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2635,7 +2980,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "selector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: false,
@@ -2644,7 +2989,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "template",
-                ty: Ty::Message(101),
+                ty: Ty::Message(126),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -2680,7 +3025,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "updateStrategy",
-                ty: Ty::Message(104),
+                ty: Ty::Message(129),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -2707,7 +3052,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "persistentVolumeClaimRetentionPolicy",
-                ty: Ty::Message(105),
+                ty: Ty::Message(130),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2716,7 +3061,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "ordinals",
-                ty: Ty::Message(106),
+                ty: Ty::Message(131),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -2802,7 +3147,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "conditions",
-                ty: Ty::Message(107),
+                ty: Ty::Message(132),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2825,7 +3170,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "selector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: false,
@@ -2834,7 +3179,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "template",
-                ty: Ty::Message(101),
+                ty: Ty::Message(126),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -2843,7 +3188,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "updateStrategy",
-                ty: Ty::Message(108),
+                ty: Ty::Message(133),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -2956,7 +3301,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "conditions",
-                ty: Ty::Message(109),
+                ty: Ty::Message(134),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -2979,7 +3324,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "selector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: false,
@@ -2988,7 +3333,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "template",
-                ty: Ty::Message(101),
+                ty: Ty::Message(126),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -3056,7 +3401,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "conditions",
-                ty: Ty::Message(110),
+                ty: Ty::Message(135),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -3106,7 +3451,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "selector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -3124,7 +3469,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "template",
-                ty: Ty::Message(101),
+                ty: Ty::Message(126),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -3169,7 +3514,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "podFailurePolicy",
-                ty: Ty::Message(111),
+                ty: Ty::Message(136),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -3214,7 +3559,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 16,
                 json: "successPolicy",
-                ty: Ty::Message(112),
+                ty: Ty::Message(137),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -3228,7 +3573,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "conditions",
-                ty: Ty::Message(113),
+                ty: Ty::Message(138),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -3291,7 +3636,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "uncountedTerminatedPods",
-                ty: Ty::Message(114),
+                ty: Ty::Message(139),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -3368,7 +3713,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "jobTemplate",
-                ty: Ty::Message(115),
+                ty: Ty::Message(140),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -3409,7 +3754,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "active",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -3441,7 +3786,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "defaultBackend",
-                ty: Ty::Message(116),
+                ty: Ty::Message(141),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -3450,7 +3795,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "tls",
-                ty: Ty::Message(117),
+                ty: Ty::Message(142),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -3459,7 +3804,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "rules",
-                ty: Ty::Message(118),
+                ty: Ty::Message(143),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -3481,7 +3826,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "loadBalancer",
-            ty: Ty::Message(119),
+            ty: Ty::Message(144),
             repeated: false,
             pointer: false,
             omitempty: true,
@@ -3575,6 +3920,448 @@ pub(crate) const MESSAGES: &[Message] = &[
                 repeated: false,
                 pointer: false,
                 omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.PolicyRule",
+        fields: &[
+            Field {
+                number: 1,
+                json: "verbs",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "apiGroups",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "resources",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "resourceNames",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 5,
+                json: "nonResourceURLs",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.AggregationRule",
+        fields: &[Field {
+            number: 1,
+            json: "clusterRoleSelectors",
+            ty: Ty::Message(86),
+            repeated: true,
+            pointer: false,
+            omitempty: true,
+            inline: false,
+        }],
+    },
+    Message {
+        name: "rbac/v1.Subject",
+        fields: &[
+            Field {
+                number: 1,
+                json: "kind",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "apiGroup",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "name",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "namespace",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "rbac/v1.RoleRef",
+        fields: &[
+            Field {
+                number: 1,
+                json: "apiGroup",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "kind",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "name",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.TokenRequestSpec",
+        fields: &[
+            Field {
+                number: 1,
+                json: "audiences",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "boundObjectRef",
+                ty: Ty::Message(145),
+                repeated: false,
+                pointer: true,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "expirationSeconds",
+                ty: Ty::Int64,
+                repeated: false,
+                pointer: true,
+                omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.TokenRequestStatus",
+        fields: &[
+            Field {
+                number: 1,
+                json: "token",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "expirationTimestamp",
+                ty: Ty::Time,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.TokenReviewSpec",
+        fields: &[
+            Field {
+                number: 1,
+                json: "token",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "audiences",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.TokenReviewStatus",
+        fields: &[
+            Field {
+                number: 1,
+                json: "authenticated",
+                ty: Ty::Bool,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "user",
+                ty: Ty::Message(146),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "error",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "audiences",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.SelfSubjectReviewStatus",
+        fields: &[Field {
+            number: 1,
+            json: "userInfo",
+            ty: Ty::Message(146),
+            repeated: false,
+            pointer: false,
+            omitempty: true,
+            inline: false,
+        }],
+    },
+    Message {
+        name: "authorization/v1.SelfSubjectAccessReviewSpec",
+        fields: &[
+            Field {
+                number: 1,
+                json: "resourceAttributes",
+                ty: Ty::Message(147),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "nonResourceAttributes",
+                ty: Ty::Message(148),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.SubjectAccessReviewStatus",
+        fields: &[
+            Field {
+                number: 1,
+                json: "allowed",
+                ty: Ty::Bool,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "reason",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "evaluationError",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "denied",
+                ty: Ty::Bool,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.SubjectAccessReviewSpec",
+        fields: &[
+            Field {
+                number: 1,
+                json: "resourceAttributes",
+                ty: Ty::Message(147),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "nonResourceAttributes",
+                ty: Ty::Message(148),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "user",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "groups",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 5,
+                json: "extra",
+                ty: Ty::Map(&Ty::List(&Ty::String)),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 6,
+                json: "uid",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.SelfSubjectRulesReviewSpec",
+        fields: &[Field {
+            number: 1,
+            json: "namespace",
+            ty: Ty::String,
+            repeated: false,
+            pointer: false,
+            omitempty: true,
+            inline: false,
+        }],
+    },
+    Message {
+        name: "authorization/v1.SubjectRulesReviewStatus",
+        fields: &[
+            Field {
+                number: 1,
+                json: "resourceRules",
+                ty: Ty::Message(149),
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "nonResourceRules",
+                ty: Ty::Message(150),
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "incomplete",
+                ty: Ty::Bool,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "evaluationError",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
                 inline: false,
             },
         ],
@@ -3820,7 +4607,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "clientIP",
-            ty: Ty::Message(120),
+            ty: Ty::Message(151),
             repeated: false,
             pointer: true,
             omitempty: true,
@@ -3832,7 +4619,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "ingress",
-            ty: Ty::Message(121),
+            ty: Ty::Message(152),
             repeated: true,
             pointer: false,
             omitempty: true,
@@ -3913,7 +4700,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "matchExpressions",
-                ty: Ty::Message(122),
+                ty: Ty::Message(153),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4105,7 +4892,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "gcePersistentDisk",
-                ty: Ty::Message(123),
+                ty: Ty::Message(154),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4114,7 +4901,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "awsElasticBlockStore",
-                ty: Ty::Message(124),
+                ty: Ty::Message(155),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4123,7 +4910,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "hostPath",
-                ty: Ty::Message(125),
+                ty: Ty::Message(156),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4132,7 +4919,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "glusterfs",
-                ty: Ty::Message(126),
+                ty: Ty::Message(157),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4141,7 +4928,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "nfs",
-                ty: Ty::Message(127),
+                ty: Ty::Message(158),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4150,7 +4937,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "rbd",
-                ty: Ty::Message(128),
+                ty: Ty::Message(159),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4159,7 +4946,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "iscsi",
-                ty: Ty::Message(129),
+                ty: Ty::Message(160),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4168,7 +4955,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "cinder",
-                ty: Ty::Message(130),
+                ty: Ty::Message(161),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4177,7 +4964,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "cephfs",
-                ty: Ty::Message(131),
+                ty: Ty::Message(162),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4186,7 +4973,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "fc",
-                ty: Ty::Message(132),
+                ty: Ty::Message(163),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4195,7 +4982,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "flocker",
-                ty: Ty::Message(133),
+                ty: Ty::Message(164),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4204,7 +4991,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "flexVolume",
-                ty: Ty::Message(134),
+                ty: Ty::Message(165),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4213,7 +5000,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "azureFile",
-                ty: Ty::Message(135),
+                ty: Ty::Message(166),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4222,7 +5009,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 14,
                 json: "vsphereVolume",
-                ty: Ty::Message(136),
+                ty: Ty::Message(167),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4231,7 +5018,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 15,
                 json: "quobyte",
-                ty: Ty::Message(137),
+                ty: Ty::Message(168),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4240,7 +5027,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 16,
                 json: "azureDisk",
-                ty: Ty::Message(138),
+                ty: Ty::Message(169),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4249,7 +5036,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 17,
                 json: "photonPersistentDisk",
-                ty: Ty::Message(139),
+                ty: Ty::Message(170),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4258,7 +5045,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 18,
                 json: "portworxVolume",
-                ty: Ty::Message(140),
+                ty: Ty::Message(171),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4267,7 +5054,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 19,
                 json: "scaleIO",
-                ty: Ty::Message(141),
+                ty: Ty::Message(172),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4276,7 +5063,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 20,
                 json: "local",
-                ty: Ty::Message(142),
+                ty: Ty::Message(173),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4285,7 +5072,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 21,
                 json: "storageos",
-                ty: Ty::Message(143),
+                ty: Ty::Message(174),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4294,7 +5081,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 22,
                 json: "csi",
-                ty: Ty::Message(144),
+                ty: Ty::Message(175),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4307,7 +5094,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "required",
-            ty: Ty::Message(145),
+            ty: Ty::Message(176),
             repeated: false,
             pointer: true,
             omitempty: true,
@@ -4329,7 +5116,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "",
-                ty: Ty::Message(146),
+                ty: Ty::Message(177),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -4388,7 +5175,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "ports",
-                ty: Ty::Message(147),
+                ty: Ty::Message(178),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4397,7 +5184,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "env",
-                ty: Ty::Message(149),
+                ty: Ty::Message(180),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4406,7 +5193,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "resources",
-                ty: Ty::Message(82),
+                ty: Ty::Message(107),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -4415,7 +5202,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "volumeMounts",
-                ty: Ty::Message(151),
+                ty: Ty::Message(182),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4424,7 +5211,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "livenessProbe",
-                ty: Ty::Message(153),
+                ty: Ty::Message(184),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4433,7 +5220,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "readinessProbe",
-                ty: Ty::Message(153),
+                ty: Ty::Message(184),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4442,7 +5229,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "lifecycle",
-                ty: Ty::Message(154),
+                ty: Ty::Message(185),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4469,7 +5256,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 15,
                 json: "securityContext",
-                ty: Ty::Message(155),
+                ty: Ty::Message(186),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4505,7 +5292,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 19,
                 json: "envFrom",
-                ty: Ty::Message(148),
+                ty: Ty::Message(179),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4523,7 +5310,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 21,
                 json: "volumeDevices",
-                ty: Ty::Message(152),
+                ty: Ty::Message(183),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4532,7 +5319,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 22,
                 json: "startupProbe",
-                ty: Ty::Message(153),
+                ty: Ty::Message(184),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4541,7 +5328,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 23,
                 json: "resizePolicy",
-                ty: Ty::Message(150),
+                ty: Ty::Message(181),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4564,7 +5351,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(156),
+                ty: Ty::Message(187),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -4587,7 +5374,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "seLinuxOptions",
-                ty: Ty::Message(157),
+                ty: Ty::Message(188),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4641,7 +5428,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "sysctls",
-                ty: Ty::Message(159),
+                ty: Ty::Message(190),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4650,7 +5437,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "windowsOptions",
-                ty: Ty::Message(158),
+                ty: Ty::Message(189),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4668,7 +5455,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "seccompProfile",
-                ty: Ty::Message(160),
+                ty: Ty::Message(191),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4677,7 +5464,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "appArmorProfile",
-                ty: Ty::Message(161),
+                ty: Ty::Message(192),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4709,7 +5496,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "nodeAffinity",
-                ty: Ty::Message(162),
+                ty: Ty::Message(193),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4718,7 +5505,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "podAffinity",
-                ty: Ty::Message(163),
+                ty: Ty::Message(194),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4727,7 +5514,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "podAntiAffinity",
-                ty: Ty::Message(164),
+                ty: Ty::Message(195),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -4832,7 +5619,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "options",
-                ty: Ty::Message(165),
+                ty: Ty::Message(196),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -4885,7 +5672,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "labelSelector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5009,7 +5796,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "claims",
-                ty: Ty::Message(166),
+                ty: Ty::Message(197),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -5124,7 +5911,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "state",
-                ty: Ty::Message(167),
+                ty: Ty::Message(198),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -5133,7 +5920,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "lastState",
-                ty: Ty::Message(167),
+                ty: Ty::Message(198),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -5205,7 +5992,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "resources",
-                ty: Ty::Message(82),
+                ty: Ty::Message(107),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5214,7 +6001,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "volumeMounts",
-                ty: Ty::Message(168),
+                ty: Ty::Message(199),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -5223,7 +6010,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "user",
-                ty: Ty::Message(169),
+                ty: Ty::Message(200),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5232,7 +6019,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 14,
                 json: "allocatedResourcesStatus",
-                ty: Ty::Message(170),
+                ty: Ty::Message(201),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -5318,7 +6105,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 2,
             json: "configMap",
-            ty: Ty::Message(171),
+            ty: Ty::Message(202),
             repeated: false,
             pointer: true,
             omitempty: true,
@@ -5412,7 +6199,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "kubeletEndpoint",
-            ty: Ty::Message(172),
+            ty: Ty::Message(203),
             repeated: false,
             pointer: false,
             omitempty: true,
@@ -5515,7 +6302,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "swap",
-                ty: Ty::Message(173),
+                ty: Ty::Message(204),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5575,7 +6362,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "assigned",
-                ty: Ty::Message(89),
+                ty: Ty::Message(114),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5584,7 +6371,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "active",
-                ty: Ty::Message(89),
+                ty: Ty::Message(114),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5593,7 +6380,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "lastKnownGood",
-                ty: Ty::Message(89),
+                ty: Ty::Message(114),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5625,7 +6412,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "features",
-                ty: Ty::Message(174),
+                ty: Ty::Message(205),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5660,7 +6447,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "targetRef",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5733,7 +6520,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -5742,7 +6529,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(31),
+                ty: Ty::Message(42),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -5765,7 +6552,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "rollingUpdate",
-                ty: Ty::Message(175),
+                ty: Ty::Message(206),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5847,7 +6634,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "rollingUpdate",
-                ty: Ty::Message(176),
+                ty: Ty::Message(207),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -5955,7 +6742,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "rollingUpdate",
-                ty: Ty::Message(177),
+                ty: Ty::Message(208),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6068,7 +6855,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "rules",
-            ty: Ty::Message(178),
+            ty: Ty::Message(209),
             repeated: true,
             pointer: false,
             omitempty: false,
@@ -6080,7 +6867,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "rules",
-            ty: Ty::Message(179),
+            ty: Ty::Message(210),
             repeated: true,
             pointer: false,
             omitempty: false,
@@ -6175,7 +6962,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -6184,7 +6971,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(46),
+                ty: Ty::Message(57),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -6198,7 +6985,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "resource",
-                ty: Ty::Message(63),
+                ty: Ty::Message(88),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6207,7 +6994,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "service",
-                ty: Ty::Message(180),
+                ty: Ty::Message(211),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6253,7 +7040,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "",
-                ty: Ty::Message(181),
+                ty: Ty::Message(212),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -6266,12 +7053,267 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "ingress",
-            ty: Ty::Message(182),
+            ty: Ty::Message(213),
             repeated: true,
             pointer: false,
             omitempty: true,
             inline: false,
         }],
+    },
+    Message {
+        name: "authentication/v1.BoundObjectReference",
+        fields: &[
+            Field {
+                number: 1,
+                json: "kind",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "apiVersion",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "name",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "uid",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authentication/v1.UserInfo",
+        fields: &[
+            Field {
+                number: 1,
+                json: "username",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "uid",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "groups",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "extra",
+                ty: Ty::Map(&Ty::List(&Ty::String)),
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.ResourceAttributes",
+        fields: &[
+            Field {
+                number: 1,
+                json: "namespace",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "verb",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "group",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "version",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 5,
+                json: "resource",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 6,
+                json: "subresource",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 7,
+                json: "name",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 8,
+                json: "fieldSelector",
+                ty: Ty::Message(214),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 9,
+                json: "labelSelector",
+                ty: Ty::Message(215),
+                repeated: false,
+                pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.NonResourceAttributes",
+        fields: &[
+            Field {
+                number: 1,
+                json: "path",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "verb",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.ResourceRule",
+        fields: &[
+            Field {
+                number: 1,
+                json: "verbs",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "apiGroups",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "resources",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 4,
+                json: "resourceNames",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.NonResourceRule",
+        fields: &[
+            Field {
+                number: 1,
+                json: "verbs",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "nonResourceURLs",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
     },
     Message {
         name: "core/v1.ClientIPConfig",
@@ -6318,7 +7360,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "ports",
-                ty: Ty::Message(183),
+                ty: Ty::Message(216),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -6596,7 +7638,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "secretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6691,7 +7733,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "secretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6750,7 +7792,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "secretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6800,7 +7842,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "secretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -6914,7 +7956,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "secretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7219,7 +8261,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "secretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: false,
@@ -7355,7 +8397,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "secretRef",
-                ty: Ty::Message(25),
+                ty: Ty::Message(36),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7414,7 +8456,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "controllerPublishSecretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7423,7 +8465,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "nodeStageSecretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7432,7 +8474,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "nodePublishSecretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7441,7 +8483,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "controllerExpandSecretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7450,7 +8492,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "nodeExpandSecretRef",
-                ty: Ty::Message(184),
+                ty: Ty::Message(217),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7463,7 +8505,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "nodeSelectorTerms",
-            ty: Ty::Message(185),
+            ty: Ty::Message(218),
             repeated: true,
             pointer: false,
             omitempty: false,
@@ -7476,7 +8518,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "hostPath",
-                ty: Ty::Message(125),
+                ty: Ty::Message(156),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7485,7 +8527,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "emptyDir",
-                ty: Ty::Message(186),
+                ty: Ty::Message(219),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7494,7 +8536,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "gcePersistentDisk",
-                ty: Ty::Message(123),
+                ty: Ty::Message(154),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7503,7 +8545,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "awsElasticBlockStore",
-                ty: Ty::Message(124),
+                ty: Ty::Message(155),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7512,7 +8554,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "gitRepo",
-                ty: Ty::Message(187),
+                ty: Ty::Message(220),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7521,7 +8563,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "secret",
-                ty: Ty::Message(188),
+                ty: Ty::Message(221),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7530,7 +8572,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "nfs",
-                ty: Ty::Message(127),
+                ty: Ty::Message(158),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7539,7 +8581,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "iscsi",
-                ty: Ty::Message(189),
+                ty: Ty::Message(222),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7548,7 +8590,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "glusterfs",
-                ty: Ty::Message(190),
+                ty: Ty::Message(223),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7557,7 +8599,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "persistentVolumeClaim",
-                ty: Ty::Message(191),
+                ty: Ty::Message(224),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7566,7 +8608,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "rbd",
-                ty: Ty::Message(192),
+                ty: Ty::Message(225),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7575,7 +8617,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "flexVolume",
-                ty: Ty::Message(193),
+                ty: Ty::Message(226),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7584,7 +8626,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 13,
                 json: "cinder",
-                ty: Ty::Message(194),
+                ty: Ty::Message(227),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7593,7 +8635,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 14,
                 json: "cephfs",
-                ty: Ty::Message(195),
+                ty: Ty::Message(228),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7602,7 +8644,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 15,
                 json: "flocker",
-                ty: Ty::Message(133),
+                ty: Ty::Message(164),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7611,7 +8653,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 16,
                 json: "downwardAPI",
-                ty: Ty::Message(196),
+                ty: Ty::Message(229),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7620,7 +8662,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 17,
                 json: "fc",
-                ty: Ty::Message(132),
+                ty: Ty::Message(163),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7629,7 +8671,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 18,
                 json: "azureFile",
-                ty: Ty::Message(197),
+                ty: Ty::Message(230),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7638,7 +8680,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 19,
                 json: "configMap",
-                ty: Ty::Message(198),
+                ty: Ty::Message(231),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7647,7 +8689,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 20,
                 json: "vsphereVolume",
-                ty: Ty::Message(136),
+                ty: Ty::Message(167),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7656,7 +8698,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 21,
                 json: "quobyte",
-                ty: Ty::Message(137),
+                ty: Ty::Message(168),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7665,7 +8707,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 22,
                 json: "azureDisk",
-                ty: Ty::Message(138),
+                ty: Ty::Message(169),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7674,7 +8716,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 23,
                 json: "photonPersistentDisk",
-                ty: Ty::Message(139),
+                ty: Ty::Message(170),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7683,7 +8725,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 24,
                 json: "portworxVolume",
-                ty: Ty::Message(140),
+                ty: Ty::Message(171),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7692,7 +8734,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 25,
                 json: "scaleIO",
-                ty: Ty::Message(200),
+                ty: Ty::Message(233),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7701,7 +8743,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 26,
                 json: "projected",
-                ty: Ty::Message(199),
+                ty: Ty::Message(232),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7710,7 +8752,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 27,
                 json: "storageos",
-                ty: Ty::Message(201),
+                ty: Ty::Message(234),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7719,7 +8761,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 28,
                 json: "csi",
-                ty: Ty::Message(202),
+                ty: Ty::Message(235),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7728,7 +8770,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 29,
                 json: "ephemeral",
-                ty: Ty::Message(203),
+                ty: Ty::Message(236),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7737,7 +8779,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 30,
                 json: "image",
-                ty: Ty::Message(204),
+                ty: Ty::Message(237),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7810,7 +8852,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "configMapRef",
-                ty: Ty::Message(205),
+                ty: Ty::Message(238),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7819,7 +8861,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "secretRef",
-                ty: Ty::Message(206),
+                ty: Ty::Message(239),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7851,7 +8893,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "valueFrom",
-                ty: Ty::Message(207),
+                ty: Ty::Message(240),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -7979,7 +9021,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(208),
+                ty: Ty::Message(241),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -8047,7 +9089,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "postStart",
-                ty: Ty::Message(209),
+                ty: Ty::Message(242),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8056,7 +9098,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "preStop",
-                ty: Ty::Message(209),
+                ty: Ty::Message(242),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8079,7 +9121,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "capabilities",
-                ty: Ty::Message(210),
+                ty: Ty::Message(243),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8097,7 +9139,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "seLinuxOptions",
-                ty: Ty::Message(157),
+                ty: Ty::Message(188),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8160,7 +9202,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "windowsOptions",
-                ty: Ty::Message(158),
+                ty: Ty::Message(189),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8169,7 +9211,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "seccompProfile",
-                ty: Ty::Message(160),
+                ty: Ty::Message(191),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8178,7 +9220,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "appArmorProfile",
-                ty: Ty::Message(161),
+                ty: Ty::Message(192),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8237,7 +9279,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 6,
                 json: "ports",
-                ty: Ty::Message(147),
+                ty: Ty::Message(178),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8246,7 +9288,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "env",
-                ty: Ty::Message(149),
+                ty: Ty::Message(180),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8255,7 +9297,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 8,
                 json: "resources",
-                ty: Ty::Message(82),
+                ty: Ty::Message(107),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -8264,7 +9306,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 9,
                 json: "volumeMounts",
-                ty: Ty::Message(151),
+                ty: Ty::Message(182),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8273,7 +9315,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "livenessProbe",
-                ty: Ty::Message(153),
+                ty: Ty::Message(184),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8282,7 +9324,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 11,
                 json: "readinessProbe",
-                ty: Ty::Message(153),
+                ty: Ty::Message(184),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8291,7 +9333,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 12,
                 json: "lifecycle",
-                ty: Ty::Message(154),
+                ty: Ty::Message(185),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8318,7 +9360,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 15,
                 json: "securityContext",
-                ty: Ty::Message(155),
+                ty: Ty::Message(186),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8354,7 +9396,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 19,
                 json: "envFrom",
-                ty: Ty::Message(148),
+                ty: Ty::Message(179),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8372,7 +9414,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 21,
                 json: "volumeDevices",
-                ty: Ty::Message(152),
+                ty: Ty::Message(183),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8381,7 +9423,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 22,
                 json: "startupProbe",
-                ty: Ty::Message(153),
+                ty: Ty::Message(184),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8390,7 +9432,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 23,
                 json: "resizePolicy",
-                ty: Ty::Message(150),
+                ty: Ty::Message(181),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8564,7 +9606,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "requiredDuringSchedulingIgnoredDuringExecution",
-                ty: Ty::Message(145),
+                ty: Ty::Message(176),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8573,7 +9615,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "preferredDuringSchedulingIgnoredDuringExecution",
-                ty: Ty::Message(211),
+                ty: Ty::Message(244),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8587,7 +9629,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "requiredDuringSchedulingIgnoredDuringExecution",
-                ty: Ty::Message(212),
+                ty: Ty::Message(245),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8596,7 +9638,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "preferredDuringSchedulingIgnoredDuringExecution",
-                ty: Ty::Message(213),
+                ty: Ty::Message(246),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8610,7 +9652,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "requiredDuringSchedulingIgnoredDuringExecution",
-                ty: Ty::Message(212),
+                ty: Ty::Message(245),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8619,7 +9661,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "preferredDuringSchedulingIgnoredDuringExecution",
-                ty: Ty::Message(213),
+                ty: Ty::Message(246),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8679,7 +9721,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "waiting",
-                ty: Ty::Message(214),
+                ty: Ty::Message(247),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8688,7 +9730,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "running",
-                ty: Ty::Message(215),
+                ty: Ty::Message(248),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8697,7 +9739,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "terminated",
-                ty: Ty::Message(216),
+                ty: Ty::Message(249),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8751,7 +9793,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "linux",
-            ty: Ty::Message(217),
+            ty: Ty::Message(250),
             repeated: false,
             pointer: true,
             omitempty: true,
@@ -8773,7 +9815,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "resources",
-                ty: Ty::Message(218),
+                ty: Ty::Message(251),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -8962,7 +10004,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "onExitCodes",
-                ty: Ty::Message(219),
+                ty: Ty::Message(252),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -8971,7 +10013,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "onPodConditions",
-                ty: Ty::Message(220),
+                ty: Ty::Message(253),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9017,7 +10059,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "port",
-                ty: Ty::Message(221),
+                ty: Ty::Message(254),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -9030,7 +10072,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "http",
-            ty: Ty::Message(222),
+            ty: Ty::Message(255),
             repeated: false,
             pointer: true,
             omitempty: true,
@@ -9061,7 +10103,53 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "ports",
-                ty: Ty::Message(223),
+                ty: Ty::Message(256),
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.FieldSelectorAttributes",
+        fields: &[
+            Field {
+                number: 1,
+                json: "rawSelector",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "requirements",
+                ty: Ty::Message(257),
+                repeated: true,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "authorization/v1.LabelSelectorAttributes",
+        fields: &[
+            Field {
+                number: 1,
+                json: "rawSelector",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: true,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "requirements",
+                ty: Ty::Message(153),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9130,7 +10218,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "matchExpressions",
-                ty: Ty::Message(224),
+                ty: Ty::Message(258),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9139,7 +10227,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "matchFields",
-                ty: Ty::Message(224),
+                ty: Ty::Message(258),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9217,7 +10305,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "items",
-                ty: Ty::Message(225),
+                ty: Ty::Message(259),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9321,7 +10409,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 10,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9462,7 +10550,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 7,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9503,7 +10591,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9562,7 +10650,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9612,7 +10700,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9635,7 +10723,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "items",
-                ty: Ty::Message(226),
+                ty: Ty::Message(260),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9690,7 +10778,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -9699,7 +10787,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "items",
-                ty: Ty::Message(225),
+                ty: Ty::Message(259),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -9731,7 +10819,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "sources",
-                ty: Ty::Message(227),
+                ty: Ty::Message(261),
                 repeated: true,
                 pointer: false,
                 omitempty: false,
@@ -9772,7 +10860,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: false,
@@ -9885,7 +10973,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "secretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9935,7 +11023,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "nodePublishSecretRef",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -9948,7 +11036,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "volumeClaimTemplate",
-            ty: Ty::Message(228),
+            ty: Ty::Message(262),
             repeated: false,
             pointer: true,
             omitempty: true,
@@ -9984,7 +11072,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10007,7 +11095,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10030,7 +11118,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "fieldRef",
-                ty: Ty::Message(229),
+                ty: Ty::Message(263),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10039,7 +11127,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "resourceFieldRef",
-                ty: Ty::Message(230),
+                ty: Ty::Message(264),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10048,7 +11136,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "configMapKeyRef",
-                ty: Ty::Message(231),
+                ty: Ty::Message(265),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10057,7 +11145,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "secretKeyRef",
-                ty: Ty::Message(232),
+                ty: Ty::Message(266),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10071,7 +11159,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "exec",
-                ty: Ty::Message(233),
+                ty: Ty::Message(267),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10080,7 +11168,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "httpGet",
-                ty: Ty::Message(234),
+                ty: Ty::Message(268),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10089,7 +11177,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "tcpSocket",
-                ty: Ty::Message(235),
+                ty: Ty::Message(269),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10098,7 +11186,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "grpc",
-                ty: Ty::Message(236),
+                ty: Ty::Message(270),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10112,7 +11200,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "exec",
-                ty: Ty::Message(233),
+                ty: Ty::Message(267),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10121,7 +11209,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "httpGet",
-                ty: Ty::Message(234),
+                ty: Ty::Message(268),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10130,7 +11218,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "tcpSocket",
-                ty: Ty::Message(235),
+                ty: Ty::Message(269),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10139,7 +11227,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "sleep",
-                ty: Ty::Message(237),
+                ty: Ty::Message(271),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10185,7 +11273,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "preference",
-                ty: Ty::Message(185),
+                ty: Ty::Message(218),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10199,7 +11287,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "labelSelector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10226,7 +11314,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "namespaceSelector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10267,7 +11355,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "podAffinityTerm",
-                ty: Ty::Message(212),
+                ty: Ty::Message(245),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10516,7 +11604,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "paths",
-            ty: Ty::Message(238),
+            ty: Ty::Message(272),
             repeated: true,
             pointer: false,
             omitempty: false,
@@ -10550,6 +11638,38 @@ pub(crate) const MESSAGES: &[Message] = &[
                 ty: Ty::String,
                 repeated: false,
                 pointer: true,
+                omitempty: true,
+                inline: false,
+            },
+        ],
+    },
+    Message {
+        name: "meta/v1.FieldSelectorRequirement",
+        fields: &[
+            Field {
+                number: 1,
+                json: "key",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 2,
+                json: "operator",
+                ty: Ty::String,
+                repeated: false,
+                pointer: false,
+                omitempty: false,
+                inline: false,
+            },
+            Field {
+                number: 3,
+                json: "values",
+                ty: Ty::String,
+                repeated: true,
+                pointer: false,
                 omitempty: true,
                 inline: false,
             },
@@ -10634,7 +11754,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "fieldRef",
-                ty: Ty::Message(229),
+                ty: Ty::Message(263),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10643,7 +11763,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "resourceFieldRef",
-                ty: Ty::Message(230),
+                ty: Ty::Message(264),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10666,7 +11786,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "secret",
-                ty: Ty::Message(239),
+                ty: Ty::Message(273),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10675,7 +11795,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "downwardAPI",
-                ty: Ty::Message(240),
+                ty: Ty::Message(274),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10684,7 +11804,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "configMap",
-                ty: Ty::Message(241),
+                ty: Ty::Message(275),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10693,7 +11813,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 4,
                 json: "serviceAccountToken",
-                ty: Ty::Message(242),
+                ty: Ty::Message(276),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10702,7 +11822,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "clusterTrustBundle",
-                ty: Ty::Message(243),
+                ty: Ty::Message(277),
                 repeated: false,
                 pointer: true,
                 omitempty: true,
@@ -10716,7 +11836,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "metadata",
-                ty: Ty::Message(20),
+                ty: Ty::Message(31),
                 repeated: false,
                 pointer: false,
                 omitempty: true,
@@ -10725,7 +11845,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "spec",
-                ty: Ty::Message(27),
+                ty: Ty::Message(38),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10794,7 +11914,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10826,7 +11946,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -10906,7 +12026,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 5,
                 json: "httpHeaders",
-                ty: Ty::Message(244),
+                ty: Ty::Message(278),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -10987,7 +12107,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "backend",
-                ty: Ty::Message(116),
+                ty: Ty::Message(141),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -11010,7 +12130,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -11019,7 +12139,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "items",
-                ty: Ty::Message(225),
+                ty: Ty::Message(259),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -11041,7 +12161,7 @@ pub(crate) const MESSAGES: &[Message] = &[
         fields: &[Field {
             number: 1,
             json: "items",
-            ty: Ty::Message(226),
+            ty: Ty::Message(260),
             repeated: true,
             pointer: false,
             omitempty: true,
@@ -11054,7 +12174,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 1,
                 json: "",
-                ty: Ty::Message(26),
+                ty: Ty::Message(37),
                 repeated: false,
                 pointer: false,
                 omitempty: false,
@@ -11063,7 +12183,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 2,
                 json: "items",
-                ty: Ty::Message(225),
+                ty: Ty::Message(259),
                 repeated: true,
                 pointer: false,
                 omitempty: true,
@@ -11136,7 +12256,7 @@ pub(crate) const MESSAGES: &[Message] = &[
             Field {
                 number: 3,
                 json: "labelSelector",
-                ty: Ty::Message(61),
+                ty: Ty::Message(86),
                 repeated: false,
                 pointer: true,
                 omitempty: true,

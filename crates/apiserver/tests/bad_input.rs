@@ -412,22 +412,61 @@ fn bad_requests_get_kube_status_and_change_nothing() {
         (Some("v1"), Some("ConfigMap"))
     );
 
-    // Without a token: 401 (anonymous access is off by default).
+    // Without a token the request is system:anonymous, which RBAC forbids to list namespaces
+    // (kube-apiserver's default --anonymous-auth=true); a wrong token is 401.
     let (code, text) = server.curl("GET", "/api/v1/namespaces", None, None, Some(""));
-    assert_eq!(code, 401, "{text}");
-    let (code, _) = server.curl("GET", "/api/v1/namespaces", None, None, Some("wrong-token"));
+    assert_eq!(code, 403, "{text}");
+    let (code, text) = server.curl("GET", "/api/v1/namespaces", None, None, Some("wrong-token"));
     assert_eq!(code, 401);
+    let status: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        status,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+    );
     // Health endpoints answer without one.
     assert_eq!(server.curl("GET", "/readyz", None, None, Some("")).0, 200);
 }
 
 #[test]
-fn anonymous_access_only_when_enabled() {
-    let server = Server::start(&["--anonymous-auth"]);
+fn anonymous_access_is_subject_to_rbac_and_can_be_turned_off() {
+    let server = Server::start(&[]);
     let (code, text) = server.curl("GET", "/api/v1/namespaces/default", None, None, Some(""));
-    assert_eq!(code, 200, "{text}");
-    let (code, version) = server.curl_json("GET", "/version", None, None);
+    assert_eq!(code, 403, "{text}");
+    let (code, version) = server.curl("GET", "/version", None, None, Some(""));
     assert_eq!(code, 200);
+    let version: serde_json::Value = serde_json::from_str(&version).unwrap();
     assert_eq!(version["gitVersion"], "v1.33.0-flotilla");
     assert_eq!(version["minor"], "33");
+    // A binding to system:unauthenticated opens what it grants, at once.
+    server
+        .kubectl(&[
+            "create",
+            "clusterrole",
+            "ns-reader",
+            "--verb=get",
+            "--resource=namespaces",
+        ])
+        .success();
+    server
+        .kubectl(&[
+            "create",
+            "clusterrolebinding",
+            "anonymous-ns-reader",
+            "--clusterrole=ns-reader",
+            "--group=system:unauthenticated",
+        ])
+        .success();
+    let (code, text) = server.curl("GET", "/api/v1/namespaces/default", None, None, Some(""));
+    assert_eq!(code, 200, "{text}");
+
+    let closed = Server::start(&["--anonymous-auth=false"]);
+    for path in ["/readyz", "/version", "/api/v1/namespaces/default"] {
+        assert_eq!(closed.curl("GET", path, None, None, Some("")).0, 401, "{path}");
+    }
+    assert_eq!(
+        closed.curl("GET", "/readyz", None, None, None).0,
+        200,
+        "with the admin token"
+    );
 }

@@ -22,6 +22,9 @@ PACKAGES = {
     "networking/v1": os.path.join(API, "networking/v1"),
     "coordination/v1": os.path.join(API, "coordination/v1"),
     "events/v1": os.path.join(API, "events/v1"),
+    "rbac/v1": os.path.join(API, "rbac/v1"),
+    "authentication/v1": os.path.join(API, "authentication/v1"),
+    "authorization/v1": os.path.join(API, "authorization/v1"),
     "meta/v1": os.path.join(MACHINERY, "pkg/apis/meta/v1"),
 }
 IMPORTS = {
@@ -31,6 +34,9 @@ IMPORTS = {
     "k8s.io/api/networking/v1": "networking/v1",
     "k8s.io/api/coordination/v1": "coordination/v1",
     "k8s.io/api/events/v1": "events/v1",
+    "k8s.io/api/rbac/v1": "rbac/v1",
+    "k8s.io/api/authentication/v1": "authentication/v1",
+    "k8s.io/api/authorization/v1": "authorization/v1",
     "k8s.io/apimachinery/pkg/apis/meta/v1": "meta/v1",
     "k8s.io/apimachinery/pkg/api/resource": "resource",
     "k8s.io/apimachinery/pkg/util/intstr": "intstr",
@@ -60,6 +66,17 @@ ROOTS = [
     ("networking.k8s.io/v1", "Ingress", "networking/v1"),
     ("coordination.k8s.io/v1", "Lease", "coordination/v1"),
     ("events.k8s.io/v1", "Event", "events/v1"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "rbac/v1"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "rbac/v1"),
+    ("rbac.authorization.k8s.io/v1", "Role", "rbac/v1"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "rbac/v1"),
+    ("authentication.k8s.io/v1", "TokenRequest", "authentication/v1"),
+    ("authentication.k8s.io/v1", "TokenReview", "authentication/v1"),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", "authentication/v1"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", "authorization/v1"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", "authorization/v1"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", "authorization/v1"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", "authorization/v1"),
 ]
 
 structs = {}   # "pkg.Name" -> list of fields

@@ -6,8 +6,10 @@
 //! - [`up`]: the whole product on one machine (`flotilla up`), built from [`binaries`] (finding
 //!   and building the binaries), [`ports`] (loopback ports kept across restarts),
 //!   [`supervisor`] (child processes, restarts, ordered stop), [`setup`] (CRDs and member
-//!   registration, shared with the end-to-end harness), [`kubeconfig`] (one kubeconfig for every
-//!   server), [`probe`] (readiness) and [`demo`] (`--demo`);
+//!   registration, shared with the end-to-end harness), [`identities`] (each service's
+//!   ServiceAccount, roles and kubeconfig, from `deploy/manifests`, also shared with the
+//!   harness), [`kubeconfig`] (one kubeconfig for every server), [`probe`] (readiness) and
+//!   [`demo`] (`--demo`);
 //! - [`activate`]: roll a pending Lazy policy change out to chosen templates (`flotilla activate`);
 //! - [`suspend`]: `flotilla suspend` / `flotilla resume`, editing a policy's dispatch suspension;
 //! - [`bench`]: propagation benchmarks (`flotilla bench`) against the embedded installation or
@@ -18,6 +20,7 @@ pub mod activate;
 pub mod bench;
 pub mod binaries;
 pub mod demo;
+pub mod identities;
 pub mod join;
 pub mod kubeconfig;
 pub mod ports;

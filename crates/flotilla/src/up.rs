@@ -9,6 +9,8 @@
 //! DIR/kubeconfig            contexts control-plane (current), member1..N
 //! DIR/ports.json            the loopback ports, kept across restarts
 //! DIR/<server>/             each API server's data and its own kubeconfig
+//! DIR/control-plane/<service>.kubeconfig
+//!                           each service's kubeconfig: a token of its own ServiceAccount
 //! DIR/logs/<child>.log      each child's output
 //! DIR/run/<child>.pid       pids of running children (and flotilla-up.pid)
 //! ```
@@ -20,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::binaries::{self, BinariesError};
+use crate::identities::IdentityError;
 use crate::join::JoinOptions;
 use crate::kubeconfig::KubeconfigError;
 use crate::ports::{self, Ports, PortsError};
@@ -131,6 +134,9 @@ pub enum UpError {
     /// The merged kubeconfig could not be written.
     #[error(transparent)]
     Kubeconfig(#[from] KubeconfigError),
+    /// The services' ServiceAccounts, roles or kubeconfigs could not be set up.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
     /// Interrupted while starting.
     #[error("interrupted while starting; every component was stopped")]
     Interrupted,
@@ -198,6 +204,11 @@ impl Layout {
     pub fn server_kubeconfig(&self, name: &str) -> PathBuf {
         self.server_dir(name).join("kubeconfig")
     }
+    /// The kubeconfig of service `binary`: a token of its own ServiceAccount on the control
+    /// plane.
+    pub fn service_kubeconfig(&self, binary: &str) -> PathBuf {
+        crate::identities::kubeconfig_path(&self.server_dir(CONTROL_PLANE), binary)
+    }
 }
 
 /// The member names for `count` members.
@@ -228,7 +239,7 @@ fn service_args(layout: &Layout, service: &ServiceSpec, ports: &Ports, options: 
     let own = ports.services.get(service.binary);
     let mut args = vec![
         "--kubeconfig".to_owned(),
-        layout.server_kubeconfig(CONTROL_PLANE).display().to_string(),
+        layout.service_kubeconfig(service.binary).display().to_string(),
         "--grpc-addr".to_owned(),
         format!("127.0.0.1:{}", own.map(|p| p.grpc).unwrap_or_default()),
         "--metrics-addr".to_owned(),
@@ -478,6 +489,14 @@ pub(crate) async fn start(
     crate::kubeconfig::write_merged(&contexts, &layout.kubeconfig())?;
 
     let names: Vec<&str> = services.iter().map(|s| s.binary).collect();
+    step("giving each service its ServiceAccount, roles and kubeconfig ...");
+    crate::identities::install_all(
+        &control_plane,
+        &layout.server_kubeconfig(CONTROL_PLANE),
+        &names,
+        &layout.server_dir(CONTROL_PLANE),
+    )
+    .await?;
     step(&format!("starting services: {} ...", names.join(", ")));
     for service in services {
         supervisor.start(ChildSpec {
@@ -744,7 +763,7 @@ mod tests {
             args,
             [
                 "--kubeconfig",
-                "/data/control-plane/kubeconfig",
+                "/data/control-plane/flotilla-scheduler.kubeconfig",
                 "--grpc-addr",
                 "127.0.0.1:7102",
                 "--metrics-addr",

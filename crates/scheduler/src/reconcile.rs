@@ -487,7 +487,7 @@ async fn publish(
         secondary: None,
     };
     if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::debug!(%error, reason, "cannot record event");
+        tracing::warn!(%error, reason, "cannot record event");
     }
 }
 

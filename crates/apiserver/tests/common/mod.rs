@@ -26,7 +26,7 @@ pub fn binary() -> &'static str {
 }
 
 impl Server {
-    /// Starts a server on a fresh data dir.
+    /// Starts a server on a fresh data dir; `{dir}` in an argument stands for it.
     pub fn start(extra: &[&str]) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
@@ -58,16 +58,28 @@ impl Server {
                 "--log-level",
                 "warn",
             ])
-            .args(&self.args)
+            .args(
+                self.args
+                    .iter()
+                    .map(|a| a.replace("{dir}", &self.dir.display().to_string())),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Drain stderr so the server never blocks on a full pipe; keep it for failures.
+        // Drain stderr so the server never blocks on a full pipe; keep it for failures, and in
+        // `<dir>/server.log` for tests that read the server's log.
         let stderr = child.stderr.take().unwrap();
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
         std::thread::spawn(move || {
+            use std::io::Write;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = writeln!(log, "{line}");
                 eprintln!("[apiserver] {line}");
             }
         });
@@ -289,4 +301,68 @@ where
 /// Path of a file in tests/.
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(name)
+}
+
+/// Where a missing client is installed: `<target>/test-tools/python`.
+fn tools_dir() -> PathBuf {
+    // The test executable is <target>/<profile>/deps/<name>-<hash>.
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors()
+        .nth(3)
+        .expect("the test executable lives under <target>/<profile>/deps")
+        .join("test-tools")
+        .join("python")
+}
+
+/// Whether `import kubernetes` works with `PYTHONPATH` = `path` (or unset).
+fn importable(path: Option<&PathBuf>) -> Result<(), String> {
+    let mut probe = Command::new("python3");
+    probe.args(["-c", "import kubernetes"]);
+    if let Some(path) = path {
+        probe.env("PYTHONPATH", path);
+    }
+    let out = probe.output().expect("python3 is required");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// The `PYTHONPATH` under which the client imports: none when installed, else the tools
+/// directory (installing it there first).
+pub fn python_client_path() -> Option<PathBuf> {
+    if importable(None).is_ok() {
+        return None;
+    }
+    let dir = tools_dir();
+    if importable(Some(&dir)).is_err() {
+        let out = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--upgrade",
+                "--target",
+            ])
+            .arg(&dir)
+            .arg("kubernetes")
+            .output()
+            .expect("python3 is required");
+        assert!(
+            out.status.success(),
+            "the Python kubernetes client is missing and `pip install --target {} kubernetes` failed; run `pip install kubernetes`:\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Err(error) = importable(Some(&dir)) {
+            panic!(
+                "the kubernetes client installed under {} does not import: {error}",
+                dir.display()
+            );
+        }
+    }
+    Some(dir)
 }
