@@ -8,6 +8,7 @@ use kube::CustomResourceExt;
 
 use crate::cluster::Cluster;
 use crate::policy::{ClusterPropagationPolicy, PropagationPolicy};
+use crate::taint_policy::ClusterTaintPolicy;
 use crate::work::{ClusterResourceBinding, ResourceBinding, Work};
 
 /// Every CRD, in a stable order.
@@ -15,6 +16,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         PropagationPolicy::crd(),
         ClusterPropagationPolicy::crd(),
+        ClusterTaintPolicy::crd(),
         ResourceBinding::crd(),
         ClusterResourceBinding::crd(),
         Work::crd(),
@@ -113,6 +115,7 @@ mod tests {
                     &["cpp"],
                     "Cluster"
                 ),
+                expect("policy.karmada.io", "clustertaintpolicies", &[], "Cluster"),
                 expect("work.karmada.io", "resourcebindings", &["rb"], "Namespaced"),
                 expect("work.karmada.io", "clusterresourcebindings", &["crb"], "Cluster"),
                 expect("work.karmada.io", "works", &["wk"], "Namespaced"),

@@ -185,17 +185,24 @@ pub struct Api {
     /// serving a CRD just created.
     catalog_rebuild: Mutex<()>,
     snapshots: Mutex<HashMap<u64, (Snapshot, Instant)>>,
+    admission: crate::admission::Options,
 }
 
 impl Api {
     /// Builds the layer on an open store: serves CRDs found in it and makes sure the system
     /// namespaces exist.
     pub async fn new(store: Store) -> ApiResult<Arc<Api>> {
+        Self::with_admission(store, crate::admission::Options::default()).await
+    }
+
+    /// [`Api::new`] with admission `options`.
+    pub async fn with_admission(store: Store, admission: crate::admission::Options) -> ApiResult<Arc<Api>> {
         let api = Arc::new(Api {
             store,
             catalog: RwLock::new(Arc::new(Catalog::new(builtin::definitions()))),
             catalog_rebuild: Mutex::new(()),
             snapshots: Mutex::new(HashMap::new()),
+            admission,
         });
         api.refresh_catalog();
         let catalog = api.catalog();
@@ -1243,7 +1250,7 @@ impl Api {
         // store with an invalid spec (e.g. written before admission existed) must still accept
         // writes that leave the spec alone, such as the detector's `Valid=False` status.
         if old.is_none_or(|old| old.get("spec") != obj.get("spec")) {
-            crate::admission::admit(&def.group, &def.kind, &obj)?;
+            crate::admission::admit(&self.admission, &def.group, &def.kind, &obj)?;
         }
         Ok(obj)
     }
