@@ -12,12 +12,12 @@ use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::cluster::Cluster;
-use crate::taint_policy::{ClusterTaintPolicy, MatchCondition, TaintEffect};
 use crate::policy::{
     ClusterAffinity, ClusterPropagationPolicy, FailoverBehavior, Placement, PropagationPolicy,
     PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, SpreadConstraint,
     SuspendClusters, Suspension,
 };
+use crate::taint_policy::{ClusterTaintPolicy, MatchCondition, TaintEffect};
 
 /// One problem with an object: the field (JSON path) and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]

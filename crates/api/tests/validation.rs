@@ -472,7 +472,12 @@ const TAINT_POLICY_CASES: &[(&str, &str, bool, &[&str])] = &[
         false,
         &[],
     ),
-    ("no taints", "  taints: []\n", false, &["spec.taints: must list at least one taint: add an entry with key and effect"]),
+    (
+        "no taints",
+        "  taints: []\n",
+        false,
+        &["spec.taints: must list at least one taint: add an entry with key and effect"],
+    ),
     (
         "duplicate key and effect",
         "  taints: [{key: a, effect: NoSchedule}, {key: a, value: x, effect: NoSchedule}, {key: a, effect: PreferNoSchedule}]\n",

@@ -100,7 +100,13 @@ mod tests {
                 "taints": [{"key": "not-ready", "effect": "NoExecute"}]
             }
         });
-        let err = admit(&Options::default(), "policy.karmada.io", "ClusterTaintPolicy", &policy).unwrap_err();
+        let err = admit(
+            &Options::default(),
+            "policy.karmada.io",
+            "ClusterTaintPolicy",
+            &policy,
+        )
+        .unwrap_err();
         assert_eq!(err.code, 422);
         let causes = err.to_status()["details"]["causes"].clone();
         assert_eq!(causes[0]["field"], "spec.taints[0].effect");

@@ -5,7 +5,8 @@
 //! |---|---|
 //! | ResourceBinding, ClusterResourceBinding | the binding |
 //! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report; re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
-//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed |
+//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; the cluster's taints when its conditions, labels or fields changed |
+//! | ClusterTaintPolicy | every cluster's taints; the policy's `Valid` condition |
 //! | Namespace | the namespace |
 
 use std::collections::{BTreeSet, HashMap};
@@ -13,7 +14,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use flotilla_api::well_known::cluster_of_execution_namespace;
-use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
 use flotilla_runtime::watch::Change;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store, store::Writer};
@@ -37,6 +38,7 @@ pub struct Writers {
     works: Writer<Work>,
     clusters: Writer<Cluster>,
     namespaces: Writer<Namespace>,
+    taint_policies: Writer<ClusterTaintPolicy>,
 }
 
 /// Empty caches and their writers.
@@ -46,6 +48,7 @@ pub fn stores() -> (Stores, Writers) {
     let (works, works_writer) = reflector::store();
     let (clusters, clusters_writer) = reflector::store();
     let (namespaces, namespaces_writer) = reflector::store();
+    let (taint_policies, taint_policies_writer) = reflector::store();
     (
         Stores {
             bindings,
@@ -53,6 +56,7 @@ pub fn stores() -> (Stores, Writers) {
             works,
             clusters,
             namespaces,
+            taint_policies,
         },
         Writers {
             bindings: bindings_writer,
@@ -60,6 +64,7 @@ pub fn stores() -> (Stores, Writers) {
             works: works_writer,
             clusters: clusters_writer,
             namespaces: namespaces_writer,
+            taint_policies: taint_policies_writer,
         },
     )
 }
@@ -169,6 +174,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     {
         let ctx = ctx.clone();
         let mut known: BTreeSet<String> = BTreeSet::new();
+        let mut taint_inputs: HashMap<String, TaintInputs> = HashMap::new();
         run(
             Api::<Cluster>::all(client.clone()),
             writers.clusters,
@@ -179,15 +185,42 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 let Some(cluster) = event.object() else { return };
                 let name = cluster.name_any();
                 let changed = if deleted {
+                    taint_inputs.remove(&name);
                     known.remove(&name)
                 } else {
-                    Members::ensure(&ctx, &name);
+                    let member = Members::ensure(&ctx, &name);
+                    let inputs = taint_inputs_of(cluster);
+                    if taint_inputs.get(&name) != Some(&inputs) {
+                        taint_inputs.insert(name.clone(), inputs);
+                        member.taints_now.notify_one();
+                    }
                     known.insert(name)
                 };
                 if changed {
                     for namespace in ctx.stores.namespaces.state() {
                         ctx.namespace_queue.add(namespace.name_any());
                     }
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        run(
+            Api::<ClusterTaintPolicy>::all(client.clone()),
+            writers.taint_policies,
+            ctx.clone(),
+            |_| {},
+            move |event| {
+                match event {
+                    Change::Synced => ctx.set_taint_policies_synced(),
+                    Change::Applied(policy) => ctx.taint_policy_queue.add(policy.name_any()),
+                    Change::Deleted(_) => {}
+                }
+                // Policies apply across clusters (and one with a NoExecute taint changes who
+                // adds NoExecute taints): every cluster looks again.
+                for member in ctx.members.all() {
+                    member.taints_now.notify_one();
                 }
             },
         );
@@ -206,6 +239,29 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             },
         );
     }
+}
+
+/// What the taints of a cluster are computed from, besides its taints themselves and the
+/// policies: its conditions, labels and the fields `targetClusters` selects on.
+type TaintInputs = (
+    Vec<(String, String)>,
+    Option<std::collections::BTreeMap<String, String>>,
+    String,
+);
+
+fn taint_inputs_of(cluster: &Cluster) -> TaintInputs {
+    let conditions = cluster
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .map(|c| (c.type_.clone(), c.status.clone()))
+        .collect();
+    let spec = &cluster.spec;
+    let fields = format!(
+        "{:?}/{:?}/{:?}/{:?}",
+        spec.provider, spec.region, spec.zone, spec.zones
+    );
+    (conditions, cluster.metadata.labels.clone(), fields)
 }
 
 /// Runs the watch of `api` into `writer` on a task of its own, calling `on_change` for every

@@ -3,7 +3,6 @@
 //! execution's ClusterTaintPolicies; this is the scheduler's entry point over its
 //! [`ClusterView`].
 
-use flotilla_api::cluster_affinity::ClusterFacts;
 use flotilla_api::policy::ClusterAffinity;
 
 use crate::cluster::ClusterView;
