@@ -57,6 +57,8 @@ pub struct EnvOptions {
     pub member_labels: BTreeMap<usize, BTreeMap<String, String>>,
     /// Extra flags per service.
     pub service_args: BTreeMap<Service, Vec<String>>,
+    /// Extra flags of the control-plane apiserver (e.g. `--allow-no-execute-taint-policy`).
+    pub control_plane_args: Vec<String>,
     /// Extra environment per service (e.g. `OTEL_*`).
     pub service_env: Vec<(String, String)>,
     /// `--log-level` of the services.
@@ -70,6 +72,7 @@ impl Default for EnvOptions {
             services: Service::ALL.to_vec(),
             member_labels: BTreeMap::new(),
             service_args: BTreeMap::new(),
+            control_plane_args: vec![],
             service_env: vec![],
             log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
         }
@@ -151,8 +154,11 @@ impl Env {
             .prefix("flotilla-e2e-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
-        let control_plane =
-            ApiServer::start("control-plane", root.path(), &ApiServerOptions::default()).await;
+        let control_plane_options = ApiServerOptions {
+            extra_args: options.control_plane_args.clone(),
+            ..Default::default()
+        };
+        let control_plane = ApiServer::start("control-plane", root.path(), &control_plane_options).await;
         let mut members = Vec::new();
         for i in 1..=options.members {
             let options = ApiServerOptions {

@@ -324,8 +324,6 @@ async fn current_policies(ctx: &Context) -> Option<Vec<Arc<ClusterTaintPolicy>>>
 /// on the cluster as read again.
 pub async fn sync_taints(ctx: &Context, cluster: &Cluster) -> Option<Duration> {
     let options = ctx.settings.taints;
-    let all_policies = current_policies(ctx).await?;
-    let policies = taint_policies::in_order(&all_policies);
     let api: Api<Cluster> = Api::all(ctx.client.clone());
     let name = cluster.name_any();
     let mut cluster = cluster.clone();
@@ -333,6 +331,10 @@ pub async fn sync_taints(ctx: &Context, cluster: &Cluster) -> Option<Duration> {
         if cluster.metadata.deletion_timestamp.is_some() {
             return None;
         }
+        // Read on every attempt: a retry must not apply policies older than the cluster it
+        // read again.
+        let all_policies = current_policies(ctx).await?;
+        let policies = taint_policies::in_order(&all_policies);
         let plan = plan_taints(&cluster, &policies, Timestamp::now(), &options);
         for effect in [TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE] {
             let tainted = plan

@@ -217,6 +217,9 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                     Change::Applied(policy) => ctx.taint_policy_queue.add(policy.name_any()),
                     Change::Deleted(_) => {}
                 }
+                let policies = ctx.stores.taint_policies.state();
+                let valid = policies.iter().filter(|p| p.validate().is_ok()).count();
+                crate::metrics::metrics().set_taint_policies(valid, policies.len() - valid);
                 // Policies apply across clusters (and one with a NoExecute taint changes who
                 // adds NoExecute taints): every cluster looks again.
                 for member in ctx.members.all() {
