@@ -1229,6 +1229,21 @@ async fn failover_guide_examples_apply_unchanged() {
     // conditions they need.
     wait_policy_seen(&cp, "foo").await;
     wait_policy_seen(&cp, "detect-cluster-notready").await;
+    let detect = fixtures::get(
+        &cp,
+        "policy.karmada.io/v1alpha1",
+        "ClusterTaintPolicy",
+        None,
+        "detect-cluster-notready",
+    )
+    .await
+    .map(|p| serde_json::to_value(p).unwrap())
+    .unwrap();
+    // `kubectl get clustertaintpolicies` shows them in its TAINTS column.
+    assert_eq!(
+        detect["status"]["taints"],
+        "not-ready:NoSchedule,not-ready:NoExecute"
+    );
     for member in ["member1", "member2", "member3"] {
         assert!(taint_keys(&cp, member).await.is_empty(), "{member}");
     }

@@ -161,4 +161,26 @@ mod tests {
             Some(".status.pendingActivationTemplates")
         );
     }
+
+    #[test]
+    fn cluster_taint_policy_printer_columns_are_scalars() {
+        // A printer column shows only the first item of a list, so the taints are summarised
+        // in the status.
+        let crd = ClusterTaintPolicy::crd();
+        let columns: Vec<(String, String)> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.json_path.clone()))
+            .collect();
+        let expect = |name: &str, path: &str| (name.to_owned(), path.to_owned());
+        assert_eq!(
+            columns,
+            [
+                expect("TAINTS", ".status.taints"),
+                expect("VALID", ".status.conditions[?(@.type==\"Valid\")].status"),
+                expect("AGE", ".metadata.creationTimestamp"),
+            ]
+        );
+    }
 }

@@ -23,8 +23,7 @@ use crate::policy::ClusterAffinity;
     status = "ClusterTaintPolicyStatus",
     derive = "PartialEq",
     doc = "ClusterTaintPolicy adds taints to the Clusters it targets when their status conditions match addOnConditions, and removes them when they match removeOnConditions. Taints are never removed because the policy is edited or deleted.",
-    printcolumn(name = "TAINTS", type_ = "string", json_path = ".spec.taints[*].key"),
-    printcolumn(name = "EFFECTS", type_ = "string", json_path = ".spec.taints[*].effect"),
+    printcolumn(name = "TAINTS", type_ = "string", json_path = ".status.taints"),
     printcolumn(
         name = "VALID",
         type_ = "string",
@@ -108,9 +107,28 @@ pub struct ClusterTaintPolicyStatus {
     /// field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The policy's taints in `kubectl taint` notation (`key[=value]:effect`, comma-separated),
+    /// for `kubectl get` (a printer column shows only the first item of a list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<String>,
 }
 
 impl ClusterTaintPolicySpec {
+    /// The taints in `kubectl taint` notation, `key[=value]:effect`, comma-separated.
+    pub fn taints_summary(&self) -> String {
+        self.taints
+            .iter()
+            .map(|t| {
+                if t.value.is_empty() {
+                    format!("{}:{}", t.key, t.effect)
+                } else {
+                    format!("{}={}:{}", t.key, t.value, t.effect)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Whether the policy has a `NoExecute` taint: with one, NoExecute taints are the policies'
     /// business and execution adds no automatic ones (see `docs/failover.md`).
     pub fn has_no_execute_taint(&self) -> bool {

@@ -167,8 +167,8 @@ pub fn policy_shard(name: &str) -> String {
     format!("clustertaintpolicy/{name}")
 }
 
-/// Writes the `Valid` condition of ClusterTaintPolicy `name` when it changed, and a warning
-/// event when the policy is invalid.
+/// Writes the status of ClusterTaintPolicy `name` (`Valid` condition, observed generation,
+/// taints summary) when it changed, and a warning event when the policy is invalid.
 pub async fn sync_status(ctx: &Context, name: &str) {
     if !ctx.owns(&policy_shard(name)) {
         return;
@@ -188,10 +188,12 @@ pub async fn sync_status(ctx: &Context, name: &str) {
         generation,
         Timestamp::now(),
     ) || status.observed_generation != generation;
-    if !changed {
+    let summary = Some(policy.spec.taints_summary());
+    if !changed && status.taints == summary {
         return;
     }
     status.observed_generation = generation;
+    status.taints = summary;
     let api: Api<ClusterTaintPolicy> = Api::all(ctx.client.clone());
     let patch = json!({
         "metadata": {"resourceVersion": policy.resource_version()},
