@@ -206,24 +206,37 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     }
     {
         let ctx = ctx.clone();
+        // The spec generation of each policy seen: execution's own status writes change
+        // nothing the taints depend on.
+        let mut generations: HashMap<String, Option<i64>> = HashMap::new();
         run(
             Api::<ClusterTaintPolicy>::all(client.clone()),
             writers.taint_policies,
             ctx.clone(),
             |_| {},
             move |event| {
-                match event {
-                    Change::Synced => ctx.set_taint_policies_synced(),
-                    Change::Applied(policy) => ctx.taint_policy_queue.add(policy.name_any()),
-                    Change::Deleted(_) => {}
-                }
+                let spec_changed = match event {
+                    Change::Synced => {
+                        ctx.set_taint_policies_synced();
+                        true
+                    }
+                    Change::Applied(policy) => {
+                        let name = policy.name_any();
+                        ctx.taint_policy_queue.add(name.clone());
+                        generations.insert(name, policy.metadata.generation)
+                            != Some(policy.metadata.generation)
+                    }
+                    Change::Deleted(policy) => generations.remove(&policy.name_any()).is_some(),
+                };
                 let policies = ctx.stores.taint_policies.state();
                 let valid = policies.iter().filter(|p| p.validate().is_ok()).count();
                 crate::metrics::metrics().set_taint_policies(valid, policies.len() - valid);
                 // Policies apply across clusters (and one with a NoExecute taint changes who
                 // adds NoExecute taints): every cluster looks again.
-                for member in ctx.members.all() {
-                    member.taints_now.notify_one();
+                if spec_changed {
+                    for member in ctx.members.all() {
+                        member.taints_now.notify_one();
+                    }
                 }
             },
         );
