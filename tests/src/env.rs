@@ -59,6 +59,8 @@ pub struct EnvOptions {
     pub member_labels: BTreeMap<usize, BTreeMap<String, String>>,
     /// Extra flags per service.
     pub service_args: BTreeMap<Service, Vec<String>>,
+    /// Extra flags of the control-plane apiserver (e.g. `--allow-no-execute-taint-policy`).
+    pub control_plane_args: Vec<String>,
     /// Extra environment per service (e.g. `OTEL_*`).
     pub service_env: Vec<(String, String)>,
     /// `--log-level` of the services.
@@ -74,6 +76,7 @@ impl Default for EnvOptions {
             services: Service::ALL.to_vec(),
             member_labels: BTreeMap::new(),
             service_args: BTreeMap::new(),
+            control_plane_args: vec![],
             service_env: vec![],
             log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
             audit: false,
@@ -159,12 +162,15 @@ impl Env {
         // `FLOTILLA_E2E_AUDIT_COLLECT=<dir>` keeps every control plane's audit log there, to see
         // which requests each service makes (see docs/operations.md, "RBAC of the services").
         let collect = std::env::var_os("FLOTILLA_E2E_AUDIT_COLLECT");
-        let mut control_plane_options = ApiServerOptions::default();
+        let mut control_plane_options = ApiServerOptions {
+            extra_args: options.control_plane_args.clone(),
+            ..Default::default()
+        };
         if options.audit || collect.is_some() {
-            control_plane_options.extra_args = vec![
+            control_plane_options.extra_args.extend([
                 "--audit-log-path".to_owned(),
                 root.path().join("control-plane-audit.log").display().to_string(),
-            ];
+            ]);
         }
         let control_plane = ApiServer::start("control-plane", root.path(), &control_plane_options).await;
         let mut members = Vec::new();

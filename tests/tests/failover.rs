@@ -3,8 +3,10 @@
 //! server is stopped, the Cluster is tainted `cluster.karmada.io/not-ready:NoExecute`, the
 //! workloads move per their policy (purge modes, tolerations, suspension, Lazy activation),
 //! the member is started again and loses its taint without keeping a second copy; an
-//! application made unhealthy in one member moves away (application failover). Services are
-//! killed with SIGKILL in the middle of evictions: every timing is read back from the API.
+//! application made unhealthy in one member moves away (application failover); Karmada's
+//! ClusterTaintPolicy examples taint a member from its conditions (its own `Ready` and ones a
+//! monitoring system reports). Services are killed with SIGKILL in the middle of evictions:
+//! every timing is read back from the API.
 //!
 //! Timings are shortened by flags (`--cluster-probe-period`, `--failover-eviction-timeout`,
 //! `--graceful-eviction-timeout`) and by the policies' own `tolerationSeconds` /
@@ -802,6 +804,357 @@ async fn grace_period_reached(env: &Env, cp: &Client) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// ClusterTaintPolicy
+// ---------------------------------------------------------------------------------------------
+
+/// The YAML block of `docs/failover.md` that defines `kind: ClusterTaintPolicy` `name`.
+fn guide_taint_policy(name: &str) -> String {
+    fixtures::doc_yaml_blocks("failover.md")
+        .into_iter()
+        .find(|b| b.contains("kind: ClusterTaintPolicy") && b.contains(&format!("  name: {name}\n")))
+        .unwrap_or_else(|| panic!("docs/failover.md has no ClusterTaintPolicy {name}"))
+}
+
+/// Sets condition `type_` of Cluster `cluster` to `status`, as a monitoring system would: read,
+/// change, write the status with the read resourceVersion (execution writes it too).
+async fn set_cluster_condition(cp: &Client, cluster: &str, type_: &str, status: bool) {
+    let api: Api<Cluster> = Api::all(cp.clone());
+    for _ in 0..20 {
+        let current = api.get(cluster).await.unwrap();
+        let mut cluster_status = current.status.clone().unwrap_or_default();
+        flotilla_api::conditions::set(
+            &mut cluster_status.conditions,
+            type_,
+            status,
+            "Monitoring",
+            "reported by the e2e test's monitoring system",
+            None,
+            Timestamp::now(),
+        );
+        let patch = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "status": cluster_status,
+        });
+        match api
+            .patch_status(cluster, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("set {type_} of {cluster}: {e}"),
+        }
+    }
+    panic!("Cluster {cluster} kept changing");
+}
+
+/// `key:effect` of every taint of Cluster `name`.
+async fn taint_keys(cp: &Client, name: &str) -> Vec<String> {
+    let api: Api<Cluster> = Api::all(cp.clone());
+    api.get(name)
+        .await
+        .unwrap()
+        .spec
+        .taints
+        .iter()
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect()
+}
+
+/// Whether Cluster `name` carries `key:effect`.
+async fn has_taint(cp: &Client, name: &str, taint: &str) -> bool {
+    taint_keys(cp, name).await.iter().any(|t| t == taint)
+}
+
+/// The `Ready` condition of Cluster `name`: (status, lastTransitionTime).
+async fn ready_condition(cp: &Client, name: &str) -> Option<(String, Timestamp)> {
+    let api: Api<Cluster> = Api::all(cp.clone());
+    let cluster = api.get(name).await.unwrap();
+    let status = cluster.status?;
+    let ready = flotilla_api::conditions::find(&status.conditions, "Ready")?;
+    Some((ready.status.clone(), ready.last_transition_time.0))
+}
+
+/// Waits until ClusterTaintPolicy `name` is `Valid=True` for its current generation (execution
+/// has seen this version of it).
+async fn wait_policy_seen(cp: &Client, name: &str) {
+    eventually(
+        &format!("ClusterTaintPolicy {name} to be Valid at its generation"),
+        TIMEOUT,
+        || async {
+            let Some(policy) =
+                fixtures::get(cp, "policy.karmada.io/v1alpha1", "ClusterTaintPolicy", None, name).await
+            else {
+                return false;
+            };
+            let policy = serde_json::to_value(policy).unwrap();
+            policy["status"]["observedGeneration"] == policy["metadata"]["generation"]
+                && fixtures::condition(&policy, "Valid").is_some_and(|c| c["status"] == "True")
+        },
+    )
+    .await;
+}
+
+/// Karmada's "Taint cluster with ClusterTaintPolicy" cases ("Multi conditions match", "Control
+/// with multiple taints") with its documented examples unchanged, around one outage of member1:
+///
+/// - bad policies are refused with the field that is wrong, and nothing is created;
+/// - `detect-cluster-notready` (Karmada v1.14's announcement) taints member1
+///   `not-ready:NoSchedule` and `not-ready:NoExecute` once both `Ready` and `NetworkAvailable`
+///   (reported by a monitoring system: the test) are not `True`; the workload moves to member2;
+///   execution adds no automatic `NoExecute` taint, since a policy has one; execution is killed
+///   while the failure is detected and again while member1 is tainted, and the taints are the
+///   same taints afterwards;
+/// - member1 comes back, but its network is still reported down: neither condition list
+///   matches and the taints stay, until the network is reported back;
+/// - `foo` (Karmada's user guide) on `KubeComponentsHealthy`: edited so that it no longer
+///   targets member2, member2 keeps its taint; edited back, the taint goes; deleted, the taint
+///   it added stays.
+#[tokio::test]
+async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_again() {
+    let mut env = Env::start(EnvOptions {
+        members: 2,
+        service_args: fast_failover("300s"),
+        control_plane_args: vec!["--allow-no-execute-taint-policy".to_owned()],
+        ..Default::default()
+    })
+    .await;
+    let cp = env.control_plane_client().await;
+
+    // Bad input: refused at the API with the field and the fix; nothing is created and no
+    // cluster is touched.
+    let bad = |spec: &str| {
+        format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata:\n  name: bad\nspec:\n{spec}"
+        )
+    };
+    let cases = [
+        (
+            "  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ['true']}]\n  taints: [{key: not-ready, effect: NoSchedule}]\n",
+            "spec.addOnConditions[0].statusValues[0]: \"true\" is not a condition status: use True, False or Unknown",
+        ),
+        (
+            "  taints: [{key: x, effect: NoSchedule}, {key: x, value: y, effect: NoSchedule}]\n",
+            "spec.taints[1]: duplicate taint x:NoSchedule: taints must be unique by key and effect",
+        ),
+        (
+            "  taints: [{key: 'not a key', effect: NoSchedule}]\n",
+            "spec.taints[0].key: \"not a key\" is not a valid taint key",
+        ),
+    ];
+    for (spec, message) in cases {
+        let error = fixtures::try_apply(&cp, &bad(spec))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(message), "{error}");
+    }
+    assert!(
+        fixtures::get(
+            &cp,
+            "policy.karmada.io/v1alpha1",
+            "ClusterTaintPolicy",
+            None,
+            "bad"
+        )
+        .await
+        .is_none()
+    );
+
+    // Karmada's two examples, the workload and its policy, back to back.
+    let detect = guide_taint_policy("detect-cluster-notready");
+    let foo = guide_taint_policy("foo");
+    fixtures::apply(&cp, &detect).await;
+    fixtures::apply(&cp, &foo).await;
+    fixtures::apply(&cp, &policy("web", "")).await;
+    fixtures::apply(&cp, &deployment_yaml(NS, "web", 2, "nginx:1.25")).await;
+    wait_targets(&cp, "web", &["member1"]).await;
+    wait_on_member(&env, 1, "web").await;
+    wait_policy_seen(&cp, "detect-cluster-notready").await;
+    wait_policy_seen(&cp, "foo").await;
+    for member in ["member1", "member2"] {
+        assert!(taint_keys(&cp, member).await.is_empty(), "{member}");
+    }
+
+    // The monitoring system reports member1's network down (Ready is still True: nothing
+    // yet); then member1's API server goes away, and execution is killed while it finds out.
+    set_cluster_condition(&cp, "member1", "NetworkAvailable", false).await;
+    env.members[0].stop();
+    env.kill(Service::Execution);
+    env.start_again(Service::Execution).await;
+    wait_until(
+        "member1 to get the policy's not-ready:NoExecute",
+        TIMEOUT,
+        || async {
+            has_taint(&cp, "member1", "not-ready:NoExecute")
+                .await
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(has_taint(&cp, "member1", "not-ready:NoSchedule").await);
+
+    // The workload leaves member1 like for any NoExecute taint.
+    wait_targets(&cp, "web", &["member2"]).await;
+    wait_on_member(&env, 2, "web").await;
+
+    // A policy has a NoExecute taint: no automatic one, even well past
+    // --failover-eviction-timeout (2 s); the NoSchedule readiness taint is there as always.
+    let (ready, since) = ready_condition(&cp, "member1").await.unwrap();
+    assert_eq!(ready, "False");
+    assert!(has_taint(&cp, "member1", "cluster.karmada.io/not-ready:NoSchedule").await);
+    let past_timeout = since.checked_add(SignedDuration::from_secs(5)).unwrap();
+    let remaining = past_timeout.duration_since(Timestamp::now());
+    if remaining > SignedDuration::ZERO {
+        stays(
+            "member1 without an automatic NoExecute taint",
+            remaining.unsigned_abs(),
+            || async { !has_taint(&cp, "member1", "cluster.karmada.io/not-ready:NoExecute").await },
+        )
+        .await;
+    }
+    assert!(!has_taint(&cp, "member1", "cluster.karmada.io/not-ready:NoExecute").await);
+    assert!(taint_keys(&cp, "member2").await.is_empty(), "member2 is healthy");
+
+    // Kill -9 execution while member1 is tainted: the same taints (timeAdded included) after.
+    let clusters: Api<Cluster> = Api::all(cp.clone());
+    let tainted = clusters.get("member1").await.unwrap().spec.taints;
+    env.kill(Service::Execution);
+    env.start_again(Service::Execution).await;
+    stays("member1's taints to stay the same taints", QUIET, || async {
+        clusters.get("member1").await.unwrap().spec.taints == tainted
+    })
+    .await;
+
+    // member1 answers again: Ready, but its network is still reported down, so neither
+    // condition list matches and the policy's taints stay (the readiness one goes).
+    env.members[0].start_again().await;
+    eventually("member1 to be Ready again", TIMEOUT, || async {
+        ready_condition(&cp, "member1")
+            .await
+            .is_some_and(|(s, _)| s == "True")
+            && !has_taint(&cp, "member1", "cluster.karmada.io/not-ready:NoSchedule").await
+    })
+    .await;
+    stays("the policy's taints while the network is down", QUIET, || async {
+        taint_keys(&cp, "member1").await == ["not-ready:NoSchedule", "not-ready:NoExecute"]
+    })
+    .await;
+
+    // The network is reported back: both conditions True, the taints go.
+    set_cluster_condition(&cp, "member1", "NetworkAvailable", true).await;
+    eventually("member1 to lose the policy's taints", TIMEOUT, || async {
+        taint_keys(&cp, "member1").await.is_empty()
+    })
+    .await;
+    let events: Api<Event> = Api::all(cp.clone());
+    let messages: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some("member1")
+                && e.reason.as_deref() == Some("TaintClusterSucceed")
+        })
+        .filter_map(|e| e.message)
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("added {not-ready:NoExecute} (ClusterTaintPolicy detect-cluster-notready)")),
+        "{messages:?}"
+    );
+
+    // foo, on member2's KubeComponentsHealthy condition.
+    set_cluster_condition(&cp, "member2", "KubeComponentsHealthy", false).await;
+    eventually("member2 to get kube-components-unhealthy", TIMEOUT, || async {
+        has_taint(&cp, "member2", "kube-components-unhealthy:NoSchedule").await
+    })
+    .await;
+    assert!(!has_taint(&cp, "member1", "kube-components-unhealthy:NoSchedule").await);
+
+    // Edited to target member1 only: member2 keeps its taint, even once healthy (Karmada).
+    let member1_only = foo.replace("    - member1\n    - member2\n", "    - member1\n");
+    assert_ne!(member1_only, foo);
+    fixtures::apply(&cp, &member1_only).await;
+    wait_policy_seen(&cp, "foo").await;
+    set_cluster_condition(&cp, "member2", "KubeComponentsHealthy", true).await;
+    stays(
+        "member2 to keep the taint of a policy that left it",
+        QUIET,
+        || async { has_taint(&cp, "member2", "kube-components-unhealthy:NoSchedule").await },
+    )
+    .await;
+
+    // Edited back: the policy looks after member2 again, which is healthy: the taint goes.
+    fixtures::apply(&cp, &foo).await;
+    eventually("member2 to lose kube-components-unhealthy", TIMEOUT, || async {
+        !has_taint(&cp, "member2", "kube-components-unhealthy:NoSchedule").await
+    })
+    .await;
+
+    // Deleted: the taint it added stays.
+    set_cluster_condition(&cp, "member2", "KubeComponentsHealthy", false).await;
+    eventually(
+        "member2 to get kube-components-unhealthy again",
+        TIMEOUT,
+        || async { has_taint(&cp, "member2", "kube-components-unhealthy:NoSchedule").await },
+    )
+    .await;
+    fixtures::delete(&cp, &foo).await;
+    eventually("execution to forget foo", TIMEOUT, || async {
+        env.metric_sample(
+            Service::Execution,
+            "flotilla_execution_cluster_taint_policies{valid=\"true\"}",
+        )
+        .await
+            == Some(1.0)
+    })
+    .await;
+    set_cluster_condition(&cp, "member2", "KubeComponentsHealthy", true).await;
+    stays("member2 to keep the taint of a deleted policy", QUIET, || async {
+        has_taint(&cp, "member2", "kube-components-unhealthy:NoSchedule").await
+    })
+    .await;
+}
+
+/// Karmada's webhook rule: without `--allow-no-execute-taint-policy` (the default), a policy
+/// with a `NoExecute` taint is refused, with the field and the flag to set.
+#[tokio::test]
+async fn cluster_taint_policy_with_no_execute_is_refused_by_default() {
+    let env = Env::start(EnvOptions {
+        members: 0,
+        services: vec![],
+        ..Default::default()
+    })
+    .await;
+    let cp = env.control_plane_client().await;
+    let error = fixtures::try_apply(&cp, &guide_taint_policy("detect-cluster-notready"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("spec.taints[1].effect: NoExecute is not allowed")
+            && error.contains("--allow-no-execute-taint-policy"),
+        "{error}"
+    );
+    assert!(
+        fixtures::get(
+            &cp,
+            "policy.karmada.io/v1alpha1",
+            "ClusterTaintPolicy",
+            None,
+            "detect-cluster-notready"
+        )
+        .await
+        .is_none()
+    );
+    // NoSchedule policies need no flag.
+    fixtures::apply(&cp, &guide_taint_policy("foo")).await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The user guide
 // ---------------------------------------------------------------------------------------------
 
@@ -809,10 +1162,15 @@ async fn grace_period_reached(env: &Env, cp: &Client) {
 /// unchanged and propagates as the guide says, carrying its failover settings into the binding.
 #[tokio::test]
 async fn failover_guide_examples_apply_unchanged() {
-    let env = Env::start(EnvOptions::default()).await;
+    let env = Env::start(EnvOptions {
+        // The guide's NoExecute ClusterTaintPolicy needs it, as in Karmada.
+        control_plane_args: vec!["--allow-no-execute-taint-policy".to_owned()],
+        ..Default::default()
+    })
+    .await;
     let cp = env.control_plane_client().await;
     let blocks = fixtures::doc_yaml_blocks("failover.md");
-    assert_eq!(blocks.len(), 3, "the guide's YAML examples");
+    assert_eq!(blocks.len(), 5, "the guide's YAML examples");
     for block in &blocks {
         fixtures::apply(&cp, block).await;
     }
@@ -866,4 +1224,27 @@ async fn failover_guide_examples_apply_unchanged() {
     assert!(nginx.spec.propagate_deps);
     let member: usize = nginx.spec.clusters[0].name["member".len()..].parse().unwrap();
     wait_on_member(&env, member, "nginx").await;
+
+    // Karmada's ClusterTaintPolicy examples are valid and taint nothing: no cluster has the
+    // conditions they need.
+    wait_policy_seen(&cp, "foo").await;
+    wait_policy_seen(&cp, "detect-cluster-notready").await;
+    let detect = fixtures::get(
+        &cp,
+        "policy.karmada.io/v1alpha1",
+        "ClusterTaintPolicy",
+        None,
+        "detect-cluster-notready",
+    )
+    .await
+    .map(|p| serde_json::to_value(p).unwrap())
+    .unwrap();
+    // `kubectl get clustertaintpolicies` shows them in its TAINTS column.
+    assert_eq!(
+        detect["status"]["taints"],
+        "not-ready:NoSchedule,not-ready:NoExecute"
+    );
+    for member in ["member1", "member2", "member3"] {
+        assert!(taint_keys(&cp, member).await.is_empty(), "{member}");
+    }
 }

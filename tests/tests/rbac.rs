@@ -262,9 +262,11 @@ async fn provoke(admin: &Client, provocation: Provocation, tag: &str) {
             apply(policy(tag, &[tag], "member1", json!({}))).await;
         }
         Provocation::UnreachableCluster => {
-            apply(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            apply(
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
                 "metadata": {"name": tag},
-                "spec": {"syncMode": "Push", "apiEndpoint": "https://127.0.0.1:9"}}))
+                "spec": {"syncMode": "Push", "apiEndpoint": "https://127.0.0.1:9"}}),
+            )
             .await;
         }
         Provocation::Evict => {

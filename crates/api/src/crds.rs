@@ -9,6 +9,7 @@ use kube::CustomResourceExt;
 use crate::cluster::Cluster;
 use crate::overrides::{ClusterOverridePolicy, OverridePolicy};
 use crate::policy::{ClusterPropagationPolicy, PropagationPolicy};
+use crate::taint_policy::ClusterTaintPolicy;
 use crate::work::{ClusterResourceBinding, ResourceBinding, Work};
 
 /// Every CRD, in a stable order.
@@ -18,6 +19,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ClusterPropagationPolicy::crd(),
         OverridePolicy::crd(),
         ClusterOverridePolicy::crd(),
+        ClusterTaintPolicy::crd(),
         ResourceBinding::crd(),
         ClusterResourceBinding::crd(),
         Work::crd(),
@@ -123,6 +125,7 @@ mod tests {
                     &["cop"],
                     "Cluster"
                 ),
+                expect("policy.karmada.io", "clustertaintpolicies", &[], "Cluster"),
                 expect("work.karmada.io", "resourcebindings", &["rb"], "Namespaced"),
                 expect("work.karmada.io", "clusterresourcebindings", &["crb"], "Cluster"),
                 expect("work.karmada.io", "works", &["wk"], "Namespaced"),
@@ -188,6 +191,28 @@ mod tests {
         assert_eq!(
             pending.map(|c| c.json_path.as_str()),
             Some(".status.pendingActivationTemplates")
+        );
+    }
+
+    #[test]
+    fn cluster_taint_policy_printer_columns_are_scalars() {
+        // A printer column shows only the first item of a list, so the taints are summarised
+        // in the status.
+        let crd = ClusterTaintPolicy::crd();
+        let columns: Vec<(String, String)> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.json_path.clone()))
+            .collect();
+        let expect = |name: &str, path: &str| (name.to_owned(), path.to_owned());
+        assert_eq!(
+            columns,
+            [
+                expect("TAINTS", ".status.taints"),
+                expect("VALID", ".status.conditions[?(@.type==\"Valid\")].status"),
+                expect("AGE", ".metadata.creationTimestamp"),
+            ]
         );
     }
 }

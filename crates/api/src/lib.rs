@@ -6,7 +6,9 @@
 //! - [`overrides`]: `policy.karmada.io/v1alpha1` OverridePolicy and ClusterOverridePolicy;
 //! - [`work`]: `work.karmada.io/v1alpha2` ResourceBinding and ClusterResourceBinding, and
 //!   `work.karmada.io/v1alpha1` Work;
-//! - [`cluster`]: `cluster.karmada.io/v1alpha1` Cluster;
+//! - [`taint_policy`]: `policy.karmada.io/v1alpha1` ClusterTaintPolicy;
+//! - [`cluster`]: `cluster.karmada.io/v1alpha1` Cluster, and [`cluster_affinity`], which
+//!   clusters a `ClusterAffinity` selects;
 //! - [`well_known`]: the labels, annotations, condition types and reasons that components use
 //!   to talk to each other through objects;
 //! - [`validation`]: the semantic checks that both the apiserver's admission and the services
@@ -29,6 +31,7 @@
 mod string_enum;
 
 pub mod cluster;
+pub mod cluster_affinity;
 pub mod conditions;
 pub mod crds;
 pub mod fingerprint;
@@ -36,6 +39,7 @@ pub mod image_reference;
 pub mod overrides;
 pub mod policy;
 pub mod revision;
+pub mod taint_policy;
 pub mod validation;
 pub mod well_known;
 pub mod work;
@@ -48,6 +52,7 @@ pub use policy::{
     ActivationPreference, ClusterPropagationPolicy, ConflictResolution, Placement, PreemptionBehavior,
     PropagationPolicy, PropagationSpec, ResourceSelector, Suspension,
 };
+pub use taint_policy::{ClusterTaintPolicy, ClusterTaintPolicySpec};
 pub use validation::{Violation, Violations};
 pub use work::{
     BindingSnapshot, ClusterResourceBinding, GracefulEvictionTask, ObjectReference, ResourceBinding,

@@ -19,6 +19,7 @@ use crate::policy::{
     PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, SpreadConstraint,
     SuspendClusters, Suspension,
 };
+use crate::taint_policy::{ClusterTaintPolicy, MatchCondition, TaintEffect};
 pub use overrides::{is_json_pointer, validate_override_spec};
 
 /// One problem with an object: the field (JSON path) and what is wrong with it.
@@ -131,6 +132,116 @@ impl Cluster {
             }
         }
         Violations(out).into_result()
+    }
+}
+
+impl ClusterTaintPolicy {
+    /// Checks the policy; returns every violation found. `NoExecute` taints are allowed (see
+    /// [`ClusterTaintPolicy::validate_admission`]).
+    pub fn validate(&self) -> Result<(), Violations> {
+        self.validate_admission(true)
+    }
+
+    /// Checks the policy as flotilla-apiserver's admission does: like
+    /// [`ClusterTaintPolicy::validate`], and, unless `allow_no_execute`
+    /// (`--allow-no-execute-taint-policy`), refuses `NoExecute` taints as karmada-webhook does.
+    pub fn validate_admission(&self, allow_no_execute: bool) -> Result<(), Violations> {
+        let mut out = Vec::new();
+        let spec = &self.spec;
+        if let Some(affinity) = &spec.target_clusters {
+            check_cluster_affinity("spec.targetClusters", affinity, &mut out);
+        }
+        for (field, conditions) in [
+            ("addOnConditions", &spec.add_on_conditions),
+            ("removeOnConditions", &spec.remove_on_conditions),
+        ] {
+            for (i, condition) in conditions.iter().enumerate() {
+                check_match_condition(&format!("spec.{field}[{i}]"), condition, &mut out);
+            }
+        }
+        if spec.taints.is_empty() {
+            out.push(Violation::new(
+                "spec.taints",
+                "must list at least one taint: add an entry with key and effect",
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, taint) in spec.taints.iter().enumerate() {
+            let path = format!("spec.taints[{i}]");
+            if taint.key.is_empty() {
+                out.push(Violation::new(
+                    format!("{path}.key"),
+                    "is required, for example example.com/network-unavailable",
+                ));
+            } else if !is_qualified_name(&taint.key) {
+                out.push(Violation::new(
+                    format!("{path}.key"),
+                    format!(
+                        "{:?} is not a valid taint key: an optional DNS subdomain and '/', then at most 63 \
+                         letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+                        taint.key
+                    ),
+                ));
+            }
+            if !is_label_value(&taint.value) {
+                out.push(Violation::new(
+                    format!("{path}.value"),
+                    format!(
+                        "{:?} is not a valid taint value: at most 63 letters, digits, '-', '_' or '.', \
+                         starting and ending with a letter or digit",
+                        taint.value
+                    ),
+                ));
+            }
+            if !taint.effect.is_known() {
+                out.push(unsupported(
+                    &format!("{path}.effect"),
+                    taint.effect.as_str(),
+                    TaintEffect::KNOWN,
+                ));
+            } else if taint.effect == TaintEffect::NoExecute && !allow_no_execute {
+                out.push(Violation::new(
+                    format!("{path}.effect"),
+                    "NoExecute is not allowed: such a taint evicts every workload that does not tolerate it; \
+                     the administrator allows NoExecute taints in ClusterTaintPolicies with \
+                     flotilla-apiserver --allow-no-execute-taint-policy (karmada-webhook's flag)",
+                ));
+            }
+            if !seen.insert((taint.key.as_str(), taint.effect.as_str())) {
+                out.push(Violation::new(
+                    path,
+                    format!(
+                        "duplicate taint {}:{}: taints must be unique by key and effect",
+                        taint.key, taint.effect
+                    ),
+                ));
+            }
+        }
+        Violations(out).into_result()
+    }
+}
+
+fn check_match_condition(path: &str, condition: &MatchCondition, out: &mut Vec<Violation>) {
+    if condition.condition_type.is_empty() {
+        out.push(Violation::new(
+            format!("{path}.conditionType"),
+            "is required, for example Ready",
+        ));
+    }
+    if !condition.operator.is_known() {
+        out.push(unsupported(
+            &format!("{path}.operator"),
+            condition.operator.as_str(),
+            &["In", "NotIn"],
+        ));
+    }
+    for (j, value) in condition.status_values.iter().enumerate() {
+        if !matches!(value.as_str(), "True" | "False" | "Unknown") {
+            out.push(Violation::new(
+                format!("{path}.statusValues[{j}]"),
+                format!("{value:?} is not a condition status: use True, False or Unknown"),
+            ));
+        }
     }
 }
 

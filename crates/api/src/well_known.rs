@@ -271,8 +271,10 @@ pub mod reasons {
 
 /// Event reasons (Karmada's where Karmada has one).
 pub mod events {
-    /// On a Cluster: its failover taints changed.
+    /// On a Cluster: its taints changed (readiness taints or ClusterTaintPolicies).
     pub const TAINT_CLUSTER_SUCCEED: &str = "TaintClusterSucceed";
+    /// On a Cluster: its taints could not be written (Karmada's).
+    pub const TAINT_CLUSTER_FAILED: &str = "TaintClusterFailed";
     /// On a binding and its template: the binding was evicted from a cluster (an eviction task
     /// was created; flotilla's: Karmada records nothing then).
     pub const EVICT_WORKLOAD_FROM_CLUSTER_STARTED: &str = "EvictWorkloadFromClusterStarted";

@@ -407,3 +407,48 @@ status:
     assert_eq!(tasks[1].purge_mode(), flotilla_api::policy::PurgeMode::Gracefully);
     assert!(rb.spec.eviction_task("member1").is_none());
 }
+
+/// Karmada v1.14's ClusterTaintPolicy example (its release announcement) round-trips, with a
+/// taint value added.
+#[test]
+fn karmada_cluster_taint_policy() {
+    let policy: flotilla_api::ClusterTaintPolicy = round_trip(
+        r#"
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterTaintPolicy
+metadata:
+  name: detect-cluster-notready
+spec:
+  targetClusters:
+    clusterNames:
+    - member1
+    - member2
+  addOnConditions:
+  - conditionType: Ready
+    operator: NotIn
+    statusValues:
+    - "True"
+  - conditionType: NetworkAvailable
+    operator: NotIn
+    statusValues:
+    - "True"
+  removeOnConditions:
+  - conditionType: Ready
+    operator: In
+    statusValues:
+    - "True"
+  taints:
+  - key: not-ready
+    effect: NoSchedule
+  - key: not-ready
+    value: "yes"
+    effect: NoExecute
+"#,
+    );
+    policy.validate().unwrap();
+    assert!(policy.spec.has_no_execute_taint());
+    assert_eq!(
+        policy.spec.taints_summary(),
+        "not-ready:NoSchedule,not-ready=yes:NoExecute"
+    );
+}

@@ -423,3 +423,117 @@ fn name_syntax() {
     assert!(is_label_value("v1.2_3-a"));
     assert!(!is_label_value("-a"));
 }
+
+/// The violations of a ClusterTaintPolicy whose spec is `spec` (YAML, indented 2 spaces), as
+/// flotilla-apiserver's admission sees it with `--allow-no-execute-taint-policy=allow`.
+fn taint_policy_violations(spec: &str, allow_no_execute: bool) -> Vec<String> {
+    let yaml = format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata:\n  name: t\nspec:\n{spec}"
+    );
+    let policy: flotilla_api::ClusterTaintPolicy =
+        serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}\n{yaml}"));
+    match policy.validate_admission(allow_no_execute) {
+        Ok(()) => vec![],
+        Err(v) => v.0.iter().map(ToString::to_string).collect(),
+    }
+}
+
+const READY_NOT_TRUE: &str =
+    "  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ['True']}]\n";
+
+/// (case, spec YAML, allow NoExecute, expected violations). Karmada's webhook refuses NoExecute
+/// taints (unless allowed) and duplicate key/effect pairs; flotilla also refuses what the
+/// Cluster's own validation would refuse later (key and value syntax, unknown effects) and what
+/// can never match (unknown operators and statuses, an empty condition type).
+const TAINT_POLICY_CASES: &[(&str, &str, bool, &[&str])] = &[
+    (
+        "Karmada's documented example",
+        "  targetClusters: {clusterNames: [member1, member2]}\n  addOnConditions: [{conditionType: KubeComponentsHealthy, operator: NotIn, statusValues: ['True']}]\n  removeOnConditions: [{conditionType: KubeComponentsHealthy, operator: In, statusValues: ['True']}]\n  taints: [{key: kube-components-unhealthy, effect: NoSchedule}]\n",
+        false,
+        &[],
+    ),
+    (
+        "NoExecute, refused by default",
+        "  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ['True']}]\n  taints: [{key: not-ready, effect: NoSchedule}, {key: not-ready, effect: NoExecute}]\n",
+        false,
+        &[
+            "spec.taints[1].effect: NoExecute is not allowed: such a taint evicts every workload that does not tolerate it; the administrator allows NoExecute taints in ClusterTaintPolicies with flotilla-apiserver --allow-no-execute-taint-policy (karmada-webhook's flag)",
+        ],
+    ),
+    (
+        "NoExecute, allowed",
+        "  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ['True']}]\n  taints: [{key: not-ready, effect: NoSchedule}, {key: not-ready, effect: NoExecute}]\n",
+        true,
+        &[],
+    ),
+    (
+        "neither add nor remove conditions (Karmada accepts it; it does nothing)",
+        "  taints: [{key: a, value: b, effect: PreferNoSchedule}]\n",
+        false,
+        &[],
+    ),
+    (
+        "no taints",
+        "  taints: []\n",
+        false,
+        &["spec.taints: must list at least one taint: add an entry with key and effect"],
+    ),
+    (
+        "duplicate key and effect",
+        "  taints: [{key: a, effect: NoSchedule}, {key: a, value: x, effect: NoSchedule}, {key: a, effect: PreferNoSchedule}]\n",
+        false,
+        &["spec.taints[1]: duplicate taint a:NoSchedule: taints must be unique by key and effect"],
+    ),
+    (
+        "bad key, value and effect",
+        "  taints: [{key: '', effect: NoSchedule}, {key: 'a b', value: 'not ok!', effect: Sometimes}]\n",
+        false,
+        &[
+            "spec.taints[0].key: is required, for example example.com/network-unavailable",
+            "spec.taints[1].key: \"a b\" is not a valid taint key: an optional DNS subdomain and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+            "spec.taints[1].value: \"not ok!\" is not a valid taint value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+            "spec.taints[1].effect: unsupported value \"Sometimes\": use one of NoSchedule, PreferNoSchedule, NoExecute",
+        ],
+    ),
+    (
+        "bad match conditions",
+        "  addOnConditions: [{conditionType: '', operator: Equals, statusValues: ['true', 'Unknown']}]\n  removeOnConditions: [{conditionType: Ready, operator: In, statusValues: [Maybe]}]\n  taints: [{key: a, effect: NoSchedule}]\n",
+        false,
+        &[
+            "spec.addOnConditions[0].conditionType: is required, for example Ready",
+            "spec.addOnConditions[0].operator: unsupported value \"Equals\": use one of In, NotIn",
+            "spec.addOnConditions[0].statusValues[0]: \"true\" is not a condition status: use True, False or Unknown",
+            "spec.removeOnConditions[0].statusValues[0]: \"Maybe\" is not a condition status: use True, False or Unknown",
+        ],
+    ),
+    (
+        "target clusters as a cluster affinity",
+        "  targetClusters:\n    clusterNames: [m1, m1]\n    labelSelector: {matchLabels: {env: prod}}\n    fieldSelector: {matchExpressions: [{key: planet, operator: In, values: [earth]}]}\n  taints: [{key: a, effect: NoSchedule}]\n",
+        false,
+        &[
+            "spec.targetClusters.clusterNames[1]: duplicate cluster name \"m1\"",
+            "spec.targetClusters.fieldSelector.matchExpressions[0].key: unsupported key \"planet\": use one of provider, region, zone",
+        ],
+    ),
+];
+
+#[test]
+fn cluster_taint_policy_rules() {
+    let mut failures = Vec::new();
+    for (case, spec, allow, expected) in TAINT_POLICY_CASES {
+        let got = taint_policy_violations(spec, *allow);
+        if got != *expected {
+            failures.push(format!(
+                "case {case:?}:\n  expected {expected:#?}\n  got      {got:#?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // `validate()` (the services' check) allows NoExecute: the refusal is an admission rule.
+    let policy: flotilla_api::ClusterTaintPolicy = serde_yaml::from_str(&format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata: {{name: t}}\nspec:\n{READY_NOT_TRUE}  taints: [{{key: x, effect: NoExecute}}]\n"
+    ))
+    .unwrap();
+    assert_eq!(policy.validate(), Ok(()));
+    assert!(policy.validate_admission(false).is_err());
+}

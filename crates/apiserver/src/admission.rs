@@ -1,13 +1,22 @@
 //! Admission for flotilla's own kinds: PropagationPolicy, ClusterPropagationPolicy,
-//! OverridePolicy, ClusterOverridePolicy and Cluster objects are checked with `flotilla_api`'s semantic validation after schema validation, so a
-//! user's `kubectl apply` fails with the same message the services would report.
+//! OverridePolicy, ClusterOverridePolicy, ClusterTaintPolicy and Cluster objects are checked with
+//! `flotilla_api`'s semantic validation after schema validation, so a user's `kubectl apply`
+//! fails with the same message the services would report. ClusterTaintPolicies with `NoExecute`
+//! taints are refused unless `--allow-no-execute-taint-policy` (karmada-webhook's rule and flag).
 
 use serde_json::Value;
 
 use crate::errors::{ApiError, Cause};
 
+/// Admission settings (flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Accept ClusterTaintPolicies with `NoExecute` taints (`--allow-no-execute-taint-policy`).
+    pub allow_no_execute_taint_policy: bool,
+}
+
 /// Runs the flotilla admission checks for `obj` if its kind has any.
-pub fn admit(group: &str, kind: &str, obj: &Value) -> Result<(), ApiError> {
+pub fn admit(options: &Options, group: &str, kind: &str, obj: &Value) -> Result<(), ApiError> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let result = match (group, kind) {
         ("policy.karmada.io", "PropagationPolicy") => {
@@ -22,6 +31,9 @@ pub fn admit(group: &str, kind: &str, obj: &Value) -> Result<(), ApiError> {
         ("policy.karmada.io", "ClusterOverridePolicy") => {
             check::<flotilla_api::ClusterOverridePolicy>(obj, |p| p.validate())
         }
+        ("policy.karmada.io", "ClusterTaintPolicy") => check::<flotilla_api::ClusterTaintPolicy>(obj, |p| {
+            p.validate_admission(options.allow_no_execute_taint_policy)
+        }),
         ("cluster.karmada.io", "Cluster") => check::<flotilla_api::Cluster>(obj, |c| c.validate()),
         _ => return Ok(()),
     };
@@ -61,7 +73,7 @@ mod tests {
             "metadata": {"name": "p", "namespace": "default"},
             "spec": {"resourceSelectors": []}
         });
-        let err = admit("policy.karmada.io", "PropagationPolicy", &pp).unwrap_err();
+        let err = admit(&Options::default(), "policy.karmada.io", "PropagationPolicy", &pp).unwrap_err();
         assert_eq!(err.code, 422);
         assert!(
             err.message
@@ -80,8 +92,34 @@ mod tests {
             "metadata": {"name": "p", "namespace": "default"},
             "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]}
         });
-        admit("policy.karmada.io", "PropagationPolicy", &pp).unwrap();
-        admit("example.com", "Widget", &json!({})).unwrap();
+        admit(&Options::default(), "policy.karmada.io", "PropagationPolicy", &pp).unwrap();
+        admit(&Options::default(), "example.com", "Widget", &json!({})).unwrap();
+    }
+
+    #[test]
+    fn no_execute_taint_policies_only_when_allowed() {
+        let policy = json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+            "metadata": {"name": "t"},
+            "spec": {
+                "addOnConditions": [{"conditionType": "Ready", "operator": "NotIn", "statusValues": ["True"]}],
+                "taints": [{"key": "not-ready", "effect": "NoExecute"}]
+            }
+        });
+        let err = admit(
+            &Options::default(),
+            "policy.karmada.io",
+            "ClusterTaintPolicy",
+            &policy,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 422);
+        let causes = err.to_status()["details"]["causes"].clone();
+        assert_eq!(causes[0]["field"], "spec.taints[0].effect");
+        let allowed = Options {
+            allow_no_execute_taint_policy: true,
+        };
+        admit(&allowed, "policy.karmada.io", "ClusterTaintPolicy", &policy).unwrap();
     }
 
     #[test]
@@ -93,7 +131,7 @@ mod tests {
                 "plaintext": [{"path": "spec/replicas", "operator": "replace", "value": 1}],
             }}]}
         });
-        let err = admit("policy.karmada.io", "OverridePolicy", &op).unwrap_err();
+        let err = admit(&Options::default(), "policy.karmada.io", "OverridePolicy", &op).unwrap_err();
         assert_eq!(err.code, 422);
         let causes = err.to_status()["details"]["causes"].clone();
         assert_eq!(
@@ -107,7 +145,13 @@ mod tests {
                 "imageOverrider": [{"component": "Registry", "operator": "replace", "value": "example.com"}],
             }}]}
         });
-        admit("policy.karmada.io", "ClusterOverridePolicy", &cop).unwrap();
+        admit(
+            &Options::default(),
+            "policy.karmada.io",
+            "ClusterOverridePolicy",
+            &cop,
+        )
+        .unwrap();
         let bad_cop = json!({
             "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy",
             "metadata": {"name": "cop"},
@@ -115,6 +159,14 @@ mod tests {
                 "imageOverrider": [{"component": "Tag", "operator": "replace", "value": "-x"}],
             }}]}
         });
-        assert!(admit("policy.karmada.io", "ClusterOverridePolicy", &bad_cop).is_err());
+        assert!(
+            admit(
+                &Options::default(),
+                "policy.karmada.io",
+                "ClusterOverridePolicy",
+                &bad_cop
+            )
+            .is_err()
+        );
     }
 }

@@ -117,6 +117,10 @@ pub struct Config {
     /// Report workload status as if every pod were running and ready (simulated members).
     #[arg(long, default_value_t = false)]
     pub simulate_workloads: bool,
+    /// Allow taints with effect NoExecute in ClusterTaintPolicies (karmada-webhook's flag, off
+    /// by default as there: such a taint evicts every workload that does not tolerate it).
+    #[arg(long, default_value_t = false)]
+    pub allow_no_execute_taint_policy: bool,
     /// Exit when standard input reaches end-of-file (lets a parent process, e.g. a test
     /// harness or `flotilla up`, take the server down with it).
     #[arg(long, default_value_t = false)]
@@ -216,7 +220,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .as_deref()
         .map(audit::AuditLog::open)
         .transpose()?;
-    let api = ops::Api::new(store)
+    let admission = admission::Options {
+        allow_no_execute_taint_policy: config.allow_no_execute_taint_policy,
+    };
+    let api = ops::Api::with_admission(store, admission)
         .await
         .map_err(|e| anyhow::anyhow!("initializing the API: {e}"))?;
     rbac::bootstrap::ensure(&api)

@@ -190,18 +190,25 @@ pub struct Api {
     snapshots: Mutex<HashMap<u64, (Snapshot, Instant)>>,
     /// The RBAC index the authorizer reads (rebuilt after RBAC writes).
     pub rbac: crate::rbac::Cache,
+    admission: crate::admission::Options,
 }
 
 impl Api {
     /// Builds the layer on an open store: serves CRDs found in it and makes sure the system
     /// namespaces exist.
     pub async fn new(store: Store) -> ApiResult<Arc<Api>> {
+        Self::with_admission(store, crate::admission::Options::default()).await
+    }
+
+    /// [`Api::new`] with admission `options`.
+    pub async fn with_admission(store: Store, admission: crate::admission::Options) -> ApiResult<Arc<Api>> {
         let api = Arc::new(Api {
             store,
             catalog: RwLock::new(Arc::new(Catalog::new(builtin::definitions()))),
             catalog_rebuild: Mutex::new(()),
             snapshots: Mutex::new(HashMap::new()),
             rbac: crate::rbac::Cache::default(),
+            admission,
         });
         api.refresh_catalog();
         let catalog = api.catalog();
@@ -1252,7 +1259,7 @@ impl Api {
         // store with an invalid spec (e.g. written before admission existed) must still accept
         // writes that leave the spec alone, such as the detector's `Valid=False` status.
         if old.is_none_or(|old| old.get("spec") != obj.get("spec")) {
-            crate::admission::admit(&def.group, &def.kind, &obj)?;
+            crate::admission::admit(&self.admission, &def.group, &def.kind, &obj)?;
         }
         crate::rbac::escalation::check(self, def, &obj, old, opts.user.as_deref())?;
         Ok(obj)

@@ -62,6 +62,9 @@ pub struct Member {
     pub queue: WorkQueue<String>,
     /// Wakes the health probe early (a worker saw the member fail).
     pub probe_now: Notify,
+    /// Wakes the probe task to recompute the cluster's taints without probing (its conditions
+    /// or the ClusterTaintPolicies changed).
+    pub taints_now: Notify,
     client: Mutex<Option<(AccessKey, Arc<MemberClient>)>>,
     watches: Mutex<HashMap<(String, String), JoinHandle<()>>>,
 }
@@ -72,6 +75,7 @@ impl Member {
             name: name.to_owned(),
             queue: WorkQueue::new(Duration::from_millis(200), Duration::from_secs(30)),
             probe_now: Notify::new(),
+            taints_now: Notify::new(),
             client: Mutex::new(None),
             watches: Mutex::new(HashMap::new()),
         }
@@ -319,43 +323,62 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
 const FIRST_PROBE_RETRY: Duration = Duration::from_millis(250);
 
 /// Probes `member` every probe period (or when a worker saw it fail) and writes the Cluster's
-/// `Ready` condition and `kubernetesVersion`, then its failover taints ([`crate::taints`]).
-/// When the member becomes ready again, every Work of the cluster is queued so it catches up at
-/// once.
+/// `Ready` condition and `kubernetesVersion`, then its taints ([`crate::taints`]); recomputes
+/// the taints alone when [`Member::taints_now`] fires. When the member becomes ready again,
+/// every Work of the cluster is queued so it catches up at once.
 pub async fn run_probe(ctx: Arc<Context>, member: Arc<Member>) {
     let mut was_ready: Option<bool> = None;
     // Until the member has been seen ready once (a cluster just joined, its credentials or this
     // replica's ownership not there yet), probe again soon instead of a whole period later.
     let mut retry = FIRST_PROBE_RETRY;
+    let mut next_probe = tokio::time::Instant::now();
+    let mut taints_due: Option<tokio::time::Instant> = None;
     loop {
+        let now = tokio::time::Instant::now();
         // Only the cluster's owner probes it and writes its status and taints.
-        let (ready, taints_due) = if ctx.owns(&crate::context::cluster_shard(&member.name)) {
-            probe_once(&ctx, &member).await
-        } else {
-            was_ready = None;
-            (None, None)
-        };
-        if ready == Some(true) && was_ready != Some(true) {
-            enqueue_cluster_works(&ctx, &member);
+        let owner = ctx.owns(&crate::context::cluster_shard(&member.name));
+        if now >= next_probe {
+            let (ready, due) = if owner {
+                probe_once(&ctx, &member).await
+            } else {
+                was_ready = None;
+                (None, None)
+            };
+            if ready == Some(true) && was_ready != Some(true) {
+                enqueue_cluster_works(&ctx, &member);
+            }
+            if ready.is_some() {
+                was_ready = ready;
+            }
+            let wait = if was_ready == Some(true) {
+                ctx.settings.probe_period
+            } else {
+                let wait = retry.min(ctx.settings.probe_period);
+                retry = retry.saturating_mul(2);
+                wait
+            };
+            next_probe = tokio::time::Instant::now() + wait;
+            taints_due = due.map(|due| tokio::time::Instant::now() + due);
+        } else if owner {
+            let due = sync_taints_only(&ctx, &member).await;
+            taints_due = due.map(|due| tokio::time::Instant::now() + due);
         }
-        if ready.is_some() {
-            was_ready = ready;
-        }
-        let wait = if was_ready == Some(true) {
-            ctx.settings.probe_period
-        } else {
-            let wait = retry.min(ctx.settings.probe_period);
-            retry = retry.saturating_mul(2);
-            wait
-        };
         // A NoExecute taint falling due before the next probe is written on time.
-        let wait = taints_due.map_or(wait, |due| wait.min(due + Duration::from_millis(50)));
+        let wake = taints_due.map_or(next_probe, |due| next_probe.min(due + Duration::from_millis(50)));
         tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-            _ = member.probe_now.notified() => {}
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = member.probe_now.notified() => next_probe = tokio::time::Instant::now(),
+            _ = member.taints_now.notified() => {}
         }
     }
+}
+
+/// Recomputes the taints of `member`'s Cluster as cached, without probing; returns when they
+/// are next due.
+async fn sync_taints_only(ctx: &Context, member: &Member) -> Option<Duration> {
+    let cluster = ctx.stores.clusters.get(&ObjectRef::new(&member.name))?;
+    crate::taints::sync_taints(ctx, &cluster).await
 }
 
 /// Queues every Work in the member's execution namespace.

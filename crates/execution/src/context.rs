@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
-use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::Client;
@@ -106,6 +106,9 @@ pub struct Stores {
     pub override_policies: Store<OverridePolicy>,
     /// ClusterOverridePolicies (likewise).
     pub cluster_override_policies: Store<ClusterOverridePolicy>,
+    /// ClusterTaintPolicies (not part of [`Context::wait_synced`]: their CRD may be missing;
+    /// see [`Context::taint_policies_synced`]).
+    pub taint_policies: Store<ClusterTaintPolicy>,
 }
 
 /// Everything the controllers share.
@@ -120,6 +123,8 @@ pub struct Context {
     pub binding_queue: WorkQueue<BindingKey>,
     /// Control-plane namespaces to propagate.
     pub namespace_queue: WorkQueue<String>,
+    /// ClusterTaintPolicies whose `Valid` condition to check.
+    pub taint_policy_queue: WorkQueue<String>,
     /// Member clusters: their clients, Work queues and watches.
     pub members: Members,
     /// Serialises reconciles of one binding between the queue and gRPC calls.
@@ -132,6 +137,8 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// `true` once every watch cache has its initial list.
     synced: tokio::sync::watch::Sender<bool>,
+    /// `true` once the ClusterTaintPolicy cache has its initial list.
+    taint_policies_synced: std::sync::atomic::AtomicBool,
     /// Which clusters, bindings and namespaces this replica owns (unset: all of them).
     membership: std::sync::OnceLock<flotilla_runtime::membership::Membership>,
 }
@@ -152,12 +159,14 @@ impl Context {
             stores,
             binding_queue: WorkQueue::default(),
             namespace_queue: WorkQueue::default(),
+            taint_policy_queue: WorkQueue::default(),
             members: Members::default(),
             binding_locks: KeyedLocks::default(),
             kinds: KindCache::default(),
             recorder,
             shutdown,
             synced: tokio::sync::watch::Sender::new(false),
+            taint_policies_synced: std::sync::atomic::AtomicBool::new(false),
             membership: std::sync::OnceLock::new(),
         }
     }
@@ -191,6 +200,18 @@ impl Context {
             _ = self.shutdown.cancelled() => false,
             result = synced.wait_for(|s| *s) => result.is_ok(),
         }
+    }
+
+    /// Marks the ClusterTaintPolicy cache synced.
+    pub fn set_taint_policies_synced(&self) {
+        self.taint_policies_synced
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the ClusterTaintPolicy cache has its initial list.
+    pub fn taint_policies_synced(&self) -> bool {
+        self.taint_policies_synced
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Publishes an event about the object `regarding`; failures are logged, never fatal

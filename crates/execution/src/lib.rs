@@ -10,16 +10,17 @@
 //! It implements two design seeds in full: dispatch suspension (`binding.spec.suspension` into
 //! `Work.spec.suspendDispatching`; nothing changes in a suspended cluster) and apply-once-only
 //! (`--apply-once-only=off|on|force`, overridable per template with the
-//! `flotilla.io/apply-once-only` annotation). Its part of failover: the Clusters'
-//! `cluster.karmada.io/not-ready` / `unreachable` taints ([`taints`]), and keeping or purging the
-//! copies in clusters a binding is evicted from ([`works`]).
+//! `flotilla.io/apply-once-only` annotation). Its part of failover: the Clusters' taints
+//! ([`taints`]: `cluster.karmada.io/not-ready` / `unreachable` from the `Ready` condition, and
+//! ClusterTaintPolicies, [`taint_policies`]), and keeping or purging the copies in clusters a
+//! binding is evicted from ([`works`]).
 //!
 //! Pure decisions live in plain modules with exhaustive unit tests:
 //! [`naming`] (Work names), [`manifest`] (template to manifest, hashes, revisions), [`works`]
 //! (binding to Works, suspension and eviction per cluster, override policies per cluster),
 //! [`overrides`] (which override policies render a binding, its `OverridesApplied`
-//! condition), [`taints`] (failover taints from the `Ready` condition), [`apply_once`] (the
-//! apply decision), [`member`]
+//! condition), [`taints`] (cluster taints from the `Ready` condition and the policies),
+//! [`taint_policies`] (ClusterTaintPolicy matching), [`apply_once`] (the apply decision), [`member`]
 //! (marks, ownership and conflicts, drift comparison) and [`status`] (aggregation).
 //!
 //! The I/O around them: [`dispatch`] (binding controller and status aggregation), [`apply`]
@@ -48,6 +49,7 @@ pub mod overrides;
 pub mod server;
 pub mod service;
 pub mod status;
+pub mod taint_policies;
 pub mod taints;
 pub mod watches;
 pub mod works;

@@ -12,6 +12,7 @@
 //! | `flotilla_execution_owned_clusters` | | member clusters this replica owns (sharding) |
 //! | `flotilla_execution_evicted_works_purged_total` | `cluster` | Works of clusters a binding was evicted from, deleted by failover |
 //! | `flotilla_execution_cluster_failover_taint` | `cluster`, `effect` | 1 while the cluster carries a failover taint (`not-ready`/`unreachable`) of that effect |
+//! | `flotilla_execution_cluster_taint_policies` | `valid` | ClusterTaintPolicies in execution's cache, valid (applied) or not (ignored) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -44,6 +45,11 @@ struct ClusterLabels {
 struct TaintLabels {
     cluster: String,
     effect: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ValidLabels {
+    valid: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -80,6 +86,7 @@ pub struct Metrics {
     owned_clusters: Gauge,
     purged: Family<ClusterLabels, Counter>,
     failover_taints: Family<TaintLabels, Gauge>,
+    taint_policies: Family<ValidLabels, Gauge>,
 }
 
 /// The process-wide metrics, registered on first use.
@@ -96,6 +103,7 @@ pub fn metrics() -> &'static Metrics {
             owned_clusters: Gauge::default(),
             purged: Family::default(),
             failover_taints: Family::default(),
+            taint_policies: Family::default(),
         };
         register(
             "execution_owned_clusters",
@@ -141,6 +149,11 @@ pub fn metrics() -> &'static Metrics {
             "execution_cluster_failover_taint",
             "1 while the cluster carries a failover taint (cluster.karmada.io/not-ready or unreachable) of the effect, by cluster and effect",
             metrics.failover_taints.clone(),
+        );
+        register(
+            "execution_cluster_taint_policies",
+            "ClusterTaintPolicies in execution's cache, by validity (invalid ones are ignored)",
+            metrics.taint_policies.clone(),
         );
         metrics
     })
@@ -222,5 +235,16 @@ impl Metrics {
                 effect: effect.to_owned(),
             })
             .set(i64::from(tainted));
+    }
+
+    /// Sets how many ClusterTaintPolicies are cached, valid and not.
+    pub fn set_taint_policies(&self, valid: usize, invalid: usize) {
+        for (label, count) in [("true", valid), ("false", invalid)] {
+            self.taint_policies
+                .get_or_create(&ValidLabels {
+                    valid: label.to_owned(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
     }
 }

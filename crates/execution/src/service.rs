@@ -71,7 +71,8 @@ pub struct Args {
     #[command(flatten)]
     pub membership: MembershipArgs,
     /// Feature gates, Karmada's syntax: `Failover=true|false` (default true) taints clusters
-    /// that stay not ready for `--failover-eviction-timeout` with `NoExecute`.
+    /// that stay not ready for `--failover-eviction-timeout` with `NoExecute` (unless a
+    /// ClusterTaintPolicy has a `NoExecute` taint) and applies ClusterTaintPolicies.
     #[arg(long, default_value = "")]
     pub feature_gates: FeatureGates,
     /// How long a cluster's `Ready` condition must be `False` (or `Unknown`) before it gets
@@ -87,7 +88,8 @@ pub const FAILOVER_GATE: &str = "Failover";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     /// `Failover`: taint clusters not ready for `--failover-eviction-timeout` with `NoExecute`
-    /// (Karmada v1.13's behaviour; on by default, see `docs/failover.md`).
+    /// (Karmada v1.13's behaviour; on by default, see `docs/failover.md`) and apply
+    /// ClusterTaintPolicies (Karmada runs its policy controller only with this gate).
     pub failover: bool,
 }
 
@@ -191,6 +193,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::spawn(run_binding_worker(ctx.clone()));
     }
     tokio::spawn(run_namespace_worker(ctx.clone()));
+    tokio::spawn(crate::taint_policies::run_status_worker(ctx.clone()));
     tokio::spawn(run_resync(ctx.clone()));
     tokio::spawn(run_housekeeping(ctx.clone(), readiness.clone()));
     {
@@ -210,6 +213,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     shutdown.cancel();
     ctx.binding_queue.shut_down();
     ctx.namespace_queue.shut_down();
+    ctx.taint_policy_queue.shut_down();
     for member in ctx.members.all() {
         member.queue.shut_down();
     }
@@ -319,6 +323,9 @@ fn queue_everything(ctx: &Arc<Context>) {
     }
     for namespace in ctx.stores.namespaces.state() {
         ctx.namespace_queue.add(namespace.name_any());
+    }
+    for policy in ctx.stores.taint_policies.state() {
+        ctx.taint_policy_queue.add(policy.name_any());
     }
 }
 

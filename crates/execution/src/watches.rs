@@ -5,7 +5,8 @@
 //! |---|---|
 //! | ResourceBinding, ClusterResourceBinding | the binding |
 //! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report; re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
-//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; when its labels or fields (provider, region, zones) change, the bindings targeting it and every namespace (override rules select clusters by them) |
+//! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; the cluster's taints when its conditions, labels or fields changed; when its labels or fields (provider, region, zones) change, the bindings targeting it and every namespace (override rules select clusters by them) |
+//! | ClusterTaintPolicy | every cluster's taints; the policy's `Valid` condition |
 //! | Namespace | the namespace |
 //! | OverridePolicy, ClusterOverridePolicy | the bindings the detector does not manage (attached dependencies) in its scope, and for a ClusterOverridePolicy every namespace (those render with the policies as they are; the detector's bindings record what is in effect and come back through their own watch) |
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::well_known::cluster_of_execution_namespace;
-use flotilla_api::{Cluster, ClusterResourceBinding, ResourceBinding, Work};
+use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
 use flotilla_overrides::ClusterFacts;
 use flotilla_runtime::watch::Change;
 use k8s_openapi::api::core::v1::Namespace;
@@ -43,6 +44,7 @@ pub struct Writers {
     namespaces: Writer<Namespace>,
     override_policies: Writer<OverridePolicy>,
     cluster_override_policies: Writer<ClusterOverridePolicy>,
+    taint_policies: Writer<ClusterTaintPolicy>,
 }
 
 /// Empty caches and their writers.
@@ -54,6 +56,7 @@ pub fn stores() -> (Stores, Writers) {
     let (namespaces, namespaces_writer) = reflector::store();
     let (override_policies, override_policies_writer) = reflector::store();
     let (cluster_override_policies, cluster_override_policies_writer) = reflector::store();
+    let (taint_policies, taint_policies_writer) = reflector::store();
     (
         Stores {
             bindings,
@@ -63,6 +66,7 @@ pub fn stores() -> (Stores, Writers) {
             namespaces,
             override_policies,
             cluster_override_policies,
+            taint_policies,
         },
         Writers {
             bindings: bindings_writer,
@@ -72,6 +76,7 @@ pub fn stores() -> (Stores, Writers) {
             namespaces: namespaces_writer,
             override_policies: override_policies_writer,
             cluster_override_policies: cluster_override_policies_writer,
+            taint_policies: taint_policies_writer,
         },
     )
 }
@@ -183,7 +188,8 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     {
         let ctx = ctx.clone();
         let mut known: BTreeSet<String> = BTreeSet::new();
-        let mut facts: HashMap<String, ClusterFacts> = HashMap::new();
+        // What each cluster's taints and override selection were last computed from.
+        let mut seen: HashMap<String, (Conditions, ClusterFacts)> = HashMap::new();
         run(
             Api::<Cluster>::all(client.clone()),
             writers.clusters,
@@ -193,19 +199,21 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 let deleted = matches!(event, Change::Deleted(_));
                 let Some(cluster) = event.object() else { return };
                 let name = cluster.name_any();
+                let mut selection_moved = false;
                 let changed = if deleted {
-                    facts.remove(&name);
+                    seen.remove(&name);
                     known.remove(&name)
                 } else {
-                    Members::ensure(&ctx, &name);
+                    let member = Members::ensure(&ctx, &name);
+                    let now = (conditions_of(cluster), ClusterFacts::of(cluster));
+                    let before = seen.insert(name.clone(), now.clone());
+                    if before.as_ref() != Some(&now) {
+                        member.taints_now.notify_one();
+                    }
+                    // Override rules select clusters by labels and fields: a change re-renders
+                    // the Works in that cluster.
+                    selection_moved = before.is_some_and(|before| before.1 != now.1);
                     known.insert(name.clone())
-                };
-                // Override rules select clusters by labels and fields: a change re-renders the
-                // Works in that cluster.
-                let selection_moved = !deleted && {
-                    let now = ClusterFacts::of(cluster);
-                    let before = facts.insert(name.clone(), now.clone());
-                    before.is_some_and(|before| before != now)
                 };
                 if selection_moved {
                     queue_bindings_targeting(&ctx, &name);
@@ -244,6 +252,43 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                     queue_unmanaged_bindings(&ctx, None);
                     for namespace in ctx.stores.namespaces.state() {
                         ctx.namespace_queue.add(namespace.name_any());
+                    }
+                }
+            },
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        // The spec generation of each policy seen: execution's own status writes change
+        // nothing the taints depend on.
+        let mut generations: HashMap<String, Option<i64>> = HashMap::new();
+        run(
+            Api::<ClusterTaintPolicy>::all(client.clone()),
+            writers.taint_policies,
+            ctx.clone(),
+            |_| {},
+            move |event| {
+                let spec_changed = match event {
+                    Change::Synced => {
+                        ctx.set_taint_policies_synced();
+                        true
+                    }
+                    Change::Applied(policy) => {
+                        let name = policy.name_any();
+                        ctx.taint_policy_queue.add(name.clone());
+                        generations.insert(name, policy.metadata.generation)
+                            != Some(policy.metadata.generation)
+                    }
+                    Change::Deleted(policy) => generations.remove(&policy.name_any()).is_some(),
+                };
+                let policies = ctx.stores.taint_policies.state();
+                let valid = policies.iter().filter(|p| p.validate().is_ok()).count();
+                crate::metrics::metrics().set_taint_policies(valid, policies.len() - valid);
+                // Policies apply across clusters (and one with a NoExecute taint changes who
+                // adds NoExecute taints): every cluster looks again.
+                if spec_changed {
+                    for member in ctx.members.all() {
+                        member.taints_now.notify_one();
                     }
                 }
             },
@@ -313,6 +358,19 @@ fn queue_unmanaged_bindings(ctx: &Context, namespace: Option<&str>) {
             });
         }
     }
+}
+
+/// A cluster's conditions as (type, status): what its readiness taints are computed from,
+/// besides its taints, labels, fields and the policies.
+type Conditions = Vec<(String, String)>;
+
+fn conditions_of(cluster: &Cluster) -> Conditions {
+    cluster
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .map(|c| (c.type_.clone(), c.status.clone()))
+        .collect()
 }
 
 /// Runs the watch of `api` into `writer` on a task of its own, calling `on_change` for every

@@ -266,6 +266,10 @@ struct UpArgs {
     /// Log filter of every component (`RUST_LOG` syntax).
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Accept ClusterTaintPolicies with `NoExecute` taints (the control plane's
+    /// `--allow-no-execute-taint-policy`, karmada-webhook's flag).
+    #[arg(long)]
+    allow_no_execute_taint_policy: bool,
 }
 
 /// A token cancelled on SIGINT or SIGTERM.
@@ -393,6 +397,7 @@ async fn main() -> anyhow::Result<()> {
                 apply_once_only: args.apply_once_only,
                 demo: args.demo,
                 log_level: args.log_level,
+                allow_no_execute_taint_policy: args.allow_no_execute_taint_policy,
             };
             flotilla::up::up(options, shutdown).await?;
         }

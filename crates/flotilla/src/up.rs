@@ -77,6 +77,9 @@ pub struct UpOptions {
     pub demo: bool,
     /// `--log-level` of every child.
     pub log_level: String,
+    /// Passed to the control-plane flotilla-apiserver: accept ClusterTaintPolicies with
+    /// `NoExecute` taints.
+    pub allow_no_execute_taint_policy: bool,
 }
 
 /// Errors of `flotilla up`.
@@ -450,7 +453,13 @@ pub(crate) async fn start(
         supervisor.start(ChildSpec {
             name: name.clone(),
             program: apiserver.to_path_buf(),
-            args: apiserver_args(layout, name, port, name != CONTROL_PLANE),
+            args: {
+                let mut args = apiserver_args(layout, name, port, name != CONTROL_PLANE);
+                if name == CONTROL_PLANE && options.allow_no_execute_taint_policy {
+                    args.push("--allow-no-execute-taint-policy".to_owned());
+                }
+                args
+            },
             env: vec![],
         })?;
     }
@@ -740,6 +749,7 @@ mod tests {
             apply_once_only: ApplyOnceOnly::On,
             demo: false,
             log_level: "info".to_owned(),
+            allow_no_execute_taint_policy: false,
         }
     }
 

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_api::Cluster;
+use flotilla_api::cluster_affinity::{ClusterFacts, cluster_zones};
 use flotilla_api::well_known::conditions;
 use k8s_openapi::api::core::v1::Taint;
 
@@ -62,6 +63,17 @@ pub struct ClusterView {
 }
 
 impl ClusterView {
+    /// What cluster affinities read of this cluster.
+    pub fn facts(&self) -> ClusterFacts<'_> {
+        ClusterFacts {
+            name: &self.name,
+            labels: &self.labels,
+            provider: self.provider.as_deref(),
+            region: self.region.as_deref(),
+            zones: &self.zones,
+        }
+    }
+
     /// A ready cluster called `name` with no labels, fields or taints.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
@@ -93,12 +105,7 @@ impl ClusterView {
 impl From<&Cluster> for ClusterView {
     fn from(cluster: &Cluster) -> Self {
         let non_empty = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
-        let mut zones: Vec<String> = Vec::new();
-        for zone in cluster.spec.zones.iter().chain(cluster.spec.zone.iter()) {
-            if !zone.is_empty() && !zones.contains(zone) {
-                zones.push(zone.clone());
-            }
-        }
+        let zones = cluster_zones(cluster);
         let status = cluster.status.as_ref();
         let ready = status.is_some_and(|s| {
             s.conditions

@@ -73,6 +73,7 @@ impl Installation {
             apply_once_only: ApplyOnceOnly::Off,
             demo: false,
             log_level: options.log_level.clone(),
+            allow_no_execute_taint_policy: false,
         };
         let bin_dir = match &options.bin_dir {
             Some(dir) => dir.clone(),
