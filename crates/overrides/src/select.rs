@@ -9,9 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use flotilla_api::policy::{ClusterAffinity, FieldSelector, ResourceSelector};
-use k8s_openapi::api::core::v1::NodeSelectorRequirement;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use flotilla_api::policy::{ClusterAffinity, ResourceSelector};
 
 use crate::doc::Doc;
 
@@ -101,24 +99,8 @@ pub fn policy_specificity(object: &ObjectFacts, selectors: &[ResourceSelector]) 
         .unwrap_or(Specificity::Mismatch)
 }
 
-/// Kubernetes label selector semantics (`metav1.LabelSelectorAsSelector`): `matchLabels` and
-/// every `matchExpressions` requirement must hold; a malformed requirement matches nothing.
-pub fn label_selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let labels_hold = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(key, value)| labels.get(key) == Some(value));
-    let expressions_hold = selector.match_expressions.iter().flatten().all(|req| {
-        requirement_matches(
-            &req.operator,
-            req.values.as_deref().unwrap_or_default(),
-            labels.get(&req.key).map(String::as_str),
-            false,
-        )
-    });
-    labels_hold && expressions_hold
-}
+/// Kubernetes label selector semantics, shared with placements and ClusterTaintPolicies.
+pub use flotilla_api::cluster_affinity::label_selector_matches;
 
 /// What cluster selection reads of a Cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -131,25 +113,20 @@ pub struct ClusterFacts {
     pub provider: Option<String>,
     /// `spec.region`.
     pub region: Option<String>,
-    /// `spec.zones`, or `spec.zone` when `zones` is empty.
+    /// `spec.zones` plus the deprecated `spec.zone`
+    /// ([`flotilla_api::cluster_affinity::cluster_zones`]).
     pub zones: Vec<String>,
 }
 
 impl ClusterFacts {
     /// Reads the facts of a Cluster object.
     pub fn of(cluster: &flotilla_api::Cluster) -> Self {
-        let spec = &cluster.spec;
-        let zones = if spec.zones.is_empty() {
-            spec.zone.iter().filter(|z| !z.is_empty()).cloned().collect()
-        } else {
-            spec.zones.clone()
-        };
         Self {
             name: cluster.metadata.name.clone().unwrap_or_default(),
             labels: cluster.metadata.labels.clone().unwrap_or_default(),
-            provider: spec.provider.clone(),
-            region: spec.region.clone(),
-            zones,
+            provider: cluster.spec.provider.clone(),
+            region: cluster.spec.region.clone(),
+            zones: flotilla_api::cluster_affinity::cluster_zones(cluster),
         }
     }
 
@@ -162,88 +139,24 @@ impl ClusterFacts {
     }
 }
 
-/// Whether a rule's `targetCluster` selects `cluster` (Karmada's `ClusterMatches`): never when
-/// excluded; the label selector, the field selector and the names must each hold when given.
+/// Whether a rule's `targetCluster` selects `cluster` (Karmada's `ClusterMatches`, the same
+/// rules as placements: [`flotilla_api::cluster_affinity::cluster_matches`]).
 pub fn cluster_matches(cluster: &ClusterFacts, affinity: &ClusterAffinity) -> bool {
-    if affinity.exclude_clusters.contains(&cluster.name) {
-        return false;
-    }
-    if let Some(selector) = &affinity.label_selector
-        && !label_selector_matches(selector, &cluster.labels)
-    {
-        return false;
-    }
-    if let Some(fields) = &affinity.field_selector
-        && !field_selector_matches(fields, cluster)
-    {
-        return false;
-    }
-    affinity.cluster_names.is_empty() || affinity.cluster_names.contains(&cluster.name)
-}
-
-/// `zone` requirements match the cluster's zones as a set; `provider` and `region` as labels
-/// (an unknown key is an absent label).
-fn field_selector_matches(selector: &FieldSelector, cluster: &ClusterFacts) -> bool {
-    selector.match_expressions.iter().all(|req| {
-        if req.key == "zone" {
-            zones_match(req, &cluster.zones)
-        } else {
-            let field = match req.key.as_str() {
-                "provider" => cluster.provider.as_deref(),
-                "region" => cluster.region.as_deref(),
-                _ => None,
-            }
-            .filter(|value| !value.is_empty());
-            requirement_matches(
-                &req.operator,
-                req.values.as_deref().unwrap_or_default(),
-                field,
-                true,
-            )
-        }
-    })
-}
-
-fn zones_match(req: &NodeSelectorRequirement, zones: &[String]) -> bool {
-    let values = req.values.as_deref().unwrap_or_default();
-    match req.operator.as_str() {
-        "In" => zones.iter().any(|zone| values.contains(zone)),
-        "NotIn" => !zones.iter().any(|zone| values.contains(zone)),
-        "Exists" => !zones.is_empty(),
-        "DoesNotExist" => zones.is_empty(),
-        _ => false,
-    }
-}
-
-/// One requirement against one (possibly absent) value; `numeric` allows `Gt` and `Lt`.
-fn requirement_matches(operator: &str, values: &[String], actual: Option<&str>, numeric: bool) -> bool {
-    match operator {
-        "In" => !values.is_empty() && actual.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => !values.is_empty() && actual.is_none_or(|v| values.iter().all(|x| x != v)),
-        "Exists" => values.is_empty() && actual.is_some(),
-        "DoesNotExist" => values.is_empty() && actual.is_none(),
-        "Gt" | "Lt" if numeric => {
-            let [bound] = values else {
-                return false;
-            };
-            let (Ok(bound), Some(Ok(actual))) = (bound.parse::<i64>(), actual.map(str::parse::<i64>)) else {
-                return false;
-            };
-            if operator == "Gt" {
-                actual > bound
-            } else {
-                actual < bound
-            }
-        }
-        _ => false,
-    }
+    let facts = flotilla_api::cluster_affinity::ClusterFacts {
+        name: &cluster.name,
+        labels: &cluster.labels,
+        provider: cluster.provider.as_deref().filter(|p| !p.is_empty()),
+        region: cluster.region.as_deref().filter(|r| !r.is_empty()),
+        zones: &cluster.zones,
+    };
+    flotilla_api::cluster_affinity::cluster_matches(&facts, affinity)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use serde_json::json;
 
     use super::*;
