@@ -100,15 +100,6 @@ async fn guide_installation() -> (Env, Client) {
     (env, cp)
 }
 
-/// The guide's set-up, then the blocks naming `examples`, back to back.
-async fn guide_example(examples: &[&str]) -> (Env, Client) {
-    let (env, cp) = guide_installation().await;
-    for example in examples {
-        fixtures::apply(&cp, &guide_block(example)).await;
-    }
-    (env, cp)
-}
-
 /// A template or member object: apiVersion, kind, namespace, name.
 type Object = (&'static str, &'static str, &'static str, &'static str);
 
@@ -370,6 +361,29 @@ async fn wait_applied(
     .await;
 }
 
+/// What one member cluster receives in an example: its object passes `checks`, and the Work
+/// records `applied` (see [`applied`]) in `policy.karmada.io/applied-overrides`.
+struct Expected<'a> {
+    checks: &'a [Check<'a>],
+    applied: &'a [&'a str],
+}
+
+/// One documented example: the guide's set-up and then the block naming `example`, back to
+/// back; then waits until `member1` and `member2` receive template `object` as `expected` says:
+/// first the members a rule targets (their record is not empty), then the others, so what an
+/// untargeted member shows is seen once the policy is in effect.
+async fn example(example: &str, object: Object, expected: [Expected<'_>; 2]) -> (Env, Client) {
+    let (env, cp) = guide_installation().await;
+    fixtures::apply(&cp, &guide_block(example)).await;
+    let mut members: Vec<(usize, Expected<'_>)> = (1..).zip(expected).collect();
+    members.sort_by_key(|(_, e)| e.applied.is_empty());
+    for (i, member) in members {
+        settled(&env, i, object, member.checks).await;
+        wait_applied(&cp, &format!("member{i}"), object, OVERRIDES, member.applied).await;
+    }
+    (env, cp)
+}
+
 /// The events about binding `name` in `namespace` with `reason`.
 async fn binding_events(cp: &Client, namespace: &str, name: &str, reason: &str) -> Vec<String> {
     let api: Api<Event> = Api::namespaced(cp.clone(), namespace);
@@ -391,83 +405,70 @@ async fn binding_events(cp: &Client, namespace: &str, name: &str, reason: &str) 
 /// the repository" (member2).
 #[tokio::test]
 async fn image_overrider_add_the_registry_and_replace_the_repository() {
-    let (env, cp) = guide_example(&["image"]).await;
-    settled(
-        &env,
-        1,
+    let applied = &["image: imageOverrider"];
+    example(
+        "image",
         MYAPP,
-        &[("registry test-repo added", &|d| {
-            container_images(d) == ["test-repo/myapp:1.0.0"]
-        })],
+        [
+            Expected {
+                checks: &[("registry test-repo added", &|d| {
+                    container_images(d) == ["test-repo/myapp:1.0.0"]
+                })],
+                applied,
+            },
+            Expected {
+                checks: &[("repository replaced by myapp2", &|d| {
+                    container_images(d) == ["myapp2:1.0.0"]
+                })],
+                applied,
+            },
+        ],
     )
     .await;
-    settled(
-        &env,
-        2,
-        MYAPP,
-        &[("repository replaced by myapp2", &|d| {
-            container_images(d) == ["myapp2:1.0.0"]
-        })],
-    )
-    .await;
-    for cluster in ["member1", "member2"] {
-        wait_applied(&cp, cluster, MYAPP, OVERRIDES, &["image: imageOverrider"]).await;
-    }
 }
 
 /// Karmada's imageOverrider Example 3, "remove the tag" (member1).
 #[tokio::test]
 async fn image_overrider_remove_the_tag() {
-    let (env, cp) = guide_example(&["image-remove-tag"]).await;
-    settled(
-        &env,
-        1,
+    example(
+        "image-remove-tag",
         MYAPP,
-        &[("tag removed", &|d| container_images(d) == ["myapp"])],
+        [
+            Expected {
+                checks: &[("tag removed", &|d| container_images(d) == ["myapp"])],
+                applied: &["image-remove-tag: imageOverrider"],
+            },
+            Expected {
+                checks: &[("as the template", &|d| container_images(d) == ["myapp:1.0.0"])],
+                applied: &[],
+            },
+        ],
     )
     .await;
-    settled(
-        &env,
-        2,
-        MYAPP,
-        &[("not targeted: as the template", &|d| {
-            container_images(d) == ["myapp:1.0.0"]
-        })],
-    )
-    .await;
-    wait_applied(
-        &cp,
-        "member1",
-        MYAPP,
-        OVERRIDES,
-        &["image-remove-tag: imageOverrider"],
-    )
-    .await;
-    wait_applied(&cp, "member2", MYAPP, OVERRIDES, &[]).await;
 }
 
 /// Karmada's end-to-end cases "Deployment override all images in container list" (member1)
 /// and "Deployment override specific images in container list", by `predicate` (member2).
 #[tokio::test]
 async fn image_overrider_override_all_images_and_specific_images_in_container_list() {
-    let (env, _cp) = guide_example(&["nginx-images"]).await;
-    let nginx = deployment("shop", "nginx");
-    settled(
-        &env,
-        1,
-        nginx,
-        &[("every container's image replaced", &|d| {
-            container_images(d) == ["fictional.registry.us/busybox:1.0"; 2]
-        })],
-    )
-    .await;
-    settled(
-        &env,
-        2,
-        nginx,
-        &[("only the predicate's image changed", &|d| {
-            container_images(d) == ["fictional.registry.us/nginx:1.19.0", "busybox:1.36"]
-        })],
+    let applied = &["nginx-images: imageOverrider"];
+    example(
+        "nginx-images",
+        deployment("shop", "nginx"),
+        [
+            Expected {
+                checks: &[("every container's image replaced", &|d| {
+                    container_images(d) == ["fictional.registry.us/busybox:1.0"; 2]
+                })],
+                applied,
+            },
+            Expected {
+                checks: &[("only the predicate's image changed", &|d| {
+                    container_images(d) == ["fictional.registry.us/nginx:1.19.0", "busybox:1.36"]
+                })],
+                applied,
+            },
+        ],
     )
     .await;
 }
@@ -476,215 +477,170 @@ async fn image_overrider_override_all_images_and_specific_images_in_container_li
 /// (every cluster), with an argsOverrider.
 #[tokio::test]
 async fn command_and_args_overrider_add_and_remove_flags() {
-    let (env, cp) = guide_example(&["command"]).await;
     let args: Check<'_> = ("args --v=2 added", &|d| container(d)["args"] == json!(["--v=2"]));
-    settled(
-        &env,
-        1,
-        MYAPP,
-        &[
-            args,
-            ("--parameter1=foo removed, --cluster=member1 added", &|d| {
-                container(d)["command"] == json!(["./myapp", "--parameter2=bar", "--cluster=member1"])
-            }),
-        ],
-    )
-    .await;
-    settled(
-        &env,
-        2,
-        MYAPP,
-        &[
-            args,
-            ("--parameter1=foo removed, nothing added", &|d| {
-                container(d)["command"] == json!(["./myapp", "--parameter2=bar"])
-            }),
-        ],
-    )
-    .await;
     let everywhere = "command: argsOverrider,commandOverrider";
-    wait_applied(
-        &cp,
-        "member1",
+    example(
+        "command",
         MYAPP,
-        OVERRIDES,
-        &[everywhere, "command: commandOverrider"],
+        [
+            Expected {
+                checks: &[
+                    args,
+                    ("--parameter1=foo removed, --cluster=member1 added", &|d| {
+                        container(d)["command"] == json!(["./myapp", "--parameter2=bar", "--cluster=member1"])
+                    }),
+                ],
+                applied: &[everywhere, "command: commandOverrider"],
+            },
+            Expected {
+                checks: &[
+                    args,
+                    ("--parameter1=foo removed, nothing added", &|d| {
+                        container(d)["command"] == json!(["./myapp", "--parameter2=bar"])
+                    }),
+                ],
+                applied: &[everywhere],
+            },
+        ],
     )
     .await;
-    wait_applied(&cp, "member2", MYAPP, OVERRIDES, &[everywhere]).await;
 }
 
 /// Karmada's labelsOverrider Example 1, "add/remove/replace labels", and its end-to-end case
 /// "deployment annotationsOverrider testing" (member1).
 #[tokio::test]
 async fn labels_and_annotations_overrider_add_remove_replace() {
-    let (env, cp) = guide_example(&["labels"]).await;
-    settled(
-        &env,
-        1,
+    example(
+        "labels",
         MYAPP,
-        &[
-            ("bar added", &|d| label(d, "bar") == Some("bar")),
-            ("foo replaced", &|d| label(d, "foo") == Some("exist")),
-            ("baz removed", &|d| label(d, "baz").is_none()),
-            ("annotation added", &|d| {
-                annotation(d, "example.com/owner") == Some("team-a")
-            }),
-            ("a missing annotation is not replaced", &|d| {
-                annotation(d, "example.com/team").is_none()
-            }),
+        [
+            Expected {
+                checks: &[
+                    ("bar added", &|d| label(d, "bar") == Some("bar")),
+                    ("foo replaced", &|d| label(d, "foo") == Some("exist")),
+                    ("baz removed", &|d| label(d, "baz").is_none()),
+                    ("annotation added", &|d| {
+                        annotation(d, "example.com/owner") == Some("team-a")
+                    }),
+                    ("a missing annotation is not replaced", &|d| {
+                        annotation(d, "example.com/team").is_none()
+                    }),
+                ],
+                applied: &["labels: annotationsOverrider,labelsOverrider"],
+            },
+            Expected {
+                checks: &[
+                    ("the template's labels", &|d| {
+                        (label(d, "foo"), label(d, "baz"), label(d, "bar"))
+                            == (Some("foo"), Some("baz"), None)
+                    }),
+                    ("no annotation", &|d| annotation(d, "example.com/owner").is_none()),
+                ],
+                applied: &[],
+            },
         ],
     )
     .await;
-    settled(
-        &env,
-        2,
-        MYAPP,
-        &[
-            ("not targeted: the template's labels", &|d| {
-                (label(d, "foo"), label(d, "baz"), label(d, "bar")) == (Some("foo"), Some("baz"), None)
-            }),
-            ("not targeted: no annotation", &|d| {
-                annotation(d, "example.com/owner").is_none()
-            }),
-        ],
-    )
-    .await;
-    wait_applied(
-        &cp,
-        "member1",
-        MYAPP,
-        OVERRIDES,
-        &["labels: annotationsOverrider,labelsOverrider"],
-    )
-    .await;
-    wait_applied(&cp, "member2", MYAPP, OVERRIDES, &[]).await;
 }
 
 /// Karmada's fieldOverrider Example 1, "replace the database port" in YAML (member1), and its
 /// end-to-end case "update JSON values in ConfigMap" (member2).
 #[tokio::test]
 async fn field_overrider_json_and_yaml_in_a_configmap() {
-    let (env, cp) = guide_example(&["field"]).await;
-    let template_yaml = "app:\n  database:\n    port: 5432\n";
-    let template_json = r#"{"db": {"host": "db.local", "port": 5432}}"#;
-    settled(
-        &env,
-        1,
+    let applied = &["field: fieldOverrider"];
+    example(
+        "field",
         MYCONFIGMAP,
-        &[
-            ("YAML port replaced by the string 3306", &|c| {
-                c["data"]["config.yaml"] == "app:\n  database:\n    port: '3306'\n"
-            }),
-            ("JSON as the template", &|c| {
-                c["data"]["config.json"] == template_json
-            }),
+        [
+            Expected {
+                checks: &[
+                    ("YAML port replaced by the string 3306", &|c| {
+                        c["data"]["config.yaml"] == "app:\n  database:\n    port: '3306'\n"
+                    }),
+                    ("JSON as the template", &|c| {
+                        c["data"]["config.json"] == r#"{"db": {"host": "db.local", "port": 5432}}"#
+                    }),
+                ],
+                applied,
+            },
+            Expected {
+                checks: &[
+                    ("JSON host replaced, pool added, port removed", &|c| {
+                        c["data"]["config.json"] == r#"{"db":{"host":"db.member2.local","pool":10}}"#
+                    }),
+                    ("YAML as the template", &|c| {
+                        c["data"]["config.yaml"] == "app:\n  database:\n    port: 5432\n"
+                    }),
+                ],
+                applied,
+            },
         ],
     )
     .await;
-    settled(
-        &env,
-        2,
-        MYCONFIGMAP,
-        &[
-            ("JSON host replaced, pool added, port removed", &|c| {
-                c["data"]["config.json"] == r#"{"db":{"host":"db.member2.local","pool":10}}"#
-            }),
-            ("YAML as the template", &|c| {
-                c["data"]["config.yaml"] == template_yaml
-            }),
-        ],
-    )
-    .await;
-    for cluster in ["member1", "member2"] {
-        wait_applied(&cp, cluster, MYCONFIGMAP, OVERRIDES, &["field: fieldOverrider"]).await;
-    }
 }
 
 /// Karmada's plaintext Example 2, "add/replace/remove container env" (member2).
 #[tokio::test]
 async fn plaintext_add_replace_remove_container_env() {
-    let (env, cp) = guide_example(&["plaintext"]).await;
-    settled(
-        &env,
-        2,
+    example(
+        "plaintext",
         MYAPP,
-        &[("added at the end, inserted first, replaced, removed", &|d| {
-            env_names(d) == ["provider=provider1", "region=region2", "cluster=cluster1"]
-        })],
+        [
+            Expected {
+                checks: &[("the template's env", &|d| {
+                    env_names(d) == ["region=region1", "zone=zone1"]
+                })],
+                applied: &[],
+            },
+            Expected {
+                checks: &[("added at the end, inserted first, replaced, removed", &|d| {
+                    env_names(d) == ["provider=provider1", "region=region2", "cluster=cluster1"]
+                })],
+                applied: &["plaintext: plaintext"],
+            },
+        ],
     )
     .await;
-    settled(
-        &env,
-        1,
-        MYAPP,
-        &[("not targeted: the template's env", &|d| {
-            env_names(d) == ["region=region1", "zone=zone1"]
-        })],
-    )
-    .await;
-    wait_applied(&cp, "member2", MYAPP, OVERRIDES, &["plaintext: plaintext"]).await;
-    wait_applied(&cp, "member1", MYAPP, OVERRIDES, &[]).await;
 }
 
 /// Karmada's targetCluster examples: `labelSelector` (with the plaintext Example 1, "replace
 /// configmap data"), `fieldSelector` by region, by provider and zone, and `exclude`.
 #[tokio::test]
 async fn target_cluster_label_selector_field_selector_and_exclude() {
-    let (env, cp) = guide_example(&["targets"]).await;
-    settled(
-        &env,
-        1,
-        MYCONFIGMAP,
-        &[
-            ("labelSelector env: prod", &|c| c["data"]["example"] == "2"),
-            ("fieldSelector region", &|c| {
-                annotation(c, "region") == Some("cn-north-1")
-            }),
-            ("fieldSelector provider and zone: not member1", &|c| {
-                annotation(c, "provider-zone").is_none()
-            }),
-            ("exclude member1", &|c| {
-                annotation(c, "excluded-member1").is_none()
-            }),
-        ],
-    )
-    .await;
-    settled(
-        &env,
-        2,
-        MYCONFIGMAP,
-        &[
-            ("labelSelector env: prod, not member2", &|c| {
-                c["data"]["example"] == "1"
-            }),
-            ("fieldSelector region, not member2", &|c| {
-                annotation(c, "region").is_none()
-            }),
-            ("fieldSelector provider and zone", &|c| {
-                annotation(c, "provider-zone") == Some("aws-us")
-            }),
-            ("exclude member1, not member2", &|c| {
-                annotation(c, "excluded-member1") == Some("true")
-            }),
-        ],
-    )
-    .await;
     let annotations = "targets: annotationsOverrider";
-    wait_applied(
-        &cp,
-        "member1",
+    example(
+        "targets",
         MYCONFIGMAP,
-        OVERRIDES,
-        &["targets: plaintext", annotations],
-    )
-    .await;
-    wait_applied(
-        &cp,
-        "member2",
-        MYCONFIGMAP,
-        OVERRIDES,
-        &[annotations, annotations],
+        [
+            Expected {
+                checks: &[
+                    ("labelSelector env: prod", &|c| c["data"]["example"] == "2"),
+                    ("fieldSelector region", &|c| {
+                        annotation(c, "region") == Some("cn-north-1")
+                    }),
+                    ("fieldSelector provider and zone: no", &|c| {
+                        annotation(c, "provider-zone").is_none()
+                    }),
+                    ("exclude member1", &|c| {
+                        annotation(c, "excluded-member1").is_none()
+                    }),
+                ],
+                applied: &["targets: plaintext", annotations],
+            },
+            Expected {
+                checks: &[
+                    ("labelSelector env: prod: no", &|c| c["data"]["example"] == "1"),
+                    ("fieldSelector region: no", &|c| annotation(c, "region").is_none()),
+                    ("fieldSelector provider and zone", &|c| {
+                        annotation(c, "provider-zone") == Some("aws-us")
+                    }),
+                    ("exclude member1: not member2", &|c| {
+                        annotation(c, "excluded-member1") == Some("true")
+                    }),
+                ],
+                applied: &[annotations, annotations],
+            },
+        ],
     )
     .await;
 }
@@ -693,25 +649,21 @@ async fn target_cluster_label_selector_field_selector_and_exclude() {
 /// "[OverridePolicy] apply overriders testing" end-to-end cases), replacing the replicas.
 #[tokio::test]
 async fn deprecated_target_cluster_and_overriders_replace_the_replicas() {
-    let (env, cp) = guide_example(&["legacy"]).await;
-    settled(
-        &env,
-        2,
+    example(
+        "legacy",
         MYAPP,
-        &[("replicas replaced", &|d| d["spec"]["replicas"] == 2)],
+        [
+            Expected {
+                checks: &[("the template's replicas", &|d| d["spec"]["replicas"] == 1)],
+                applied: &[],
+            },
+            Expected {
+                checks: &[("replicas replaced", &|d| d["spec"]["replicas"] == 2)],
+                applied: &["legacy: plaintext"],
+            },
+        ],
     )
     .await;
-    settled(
-        &env,
-        1,
-        MYAPP,
-        &[("not targeted: the template's replicas", &|d| {
-            d["spec"]["replicas"] == 1
-        })],
-    )
-    .await;
-    wait_applied(&cp, "member2", MYAPP, OVERRIDES, &["legacy: plaintext"]).await;
-    wait_applied(&cp, "member1", MYAPP, OVERRIDES, &[]).await;
 }
 
 /// Karmada's rule "for namespaced scoped resources, ClusterOverridePolicy is applied first,
@@ -719,31 +671,31 @@ async fn deprecated_target_cluster_and_overriders_replace_the_replicas() {
 /// ClusterOverridePolicy (every cluster) adds, and overrides another.
 #[tokio::test]
 async fn cluster_override_policy_before_override_policy() {
-    let (env, cp) = guide_example(&["shop-wide"]).await;
     let team: Check<'_> = ("the ClusterOverridePolicy's label", &|d| {
         label(d, "team") == Some("shop")
     });
-    settled(
-        &env,
-        1,
+    let (_env, cp) = example(
+        "shop-wide",
         MYAPP,
-        &[
-            team,
-            ("the OverridePolicy applied last", &|d| {
-                label(d, "tier") == Some("frontend")
-            }),
-        ],
-    )
-    .await;
-    settled(
-        &env,
-        2,
-        MYAPP,
-        &[
-            team,
-            ("not targeted by the OverridePolicy", &|d| {
-                label(d, "tier") == Some("backend")
-            }),
+        [
+            Expected {
+                checks: &[
+                    team,
+                    ("the OverridePolicy applied last", &|d| {
+                        label(d, "tier") == Some("frontend")
+                    }),
+                ],
+                applied: &["z-by-labels: labelsOverrider"],
+            },
+            Expected {
+                checks: &[
+                    team,
+                    ("the ClusterOverridePolicy alone", &|d| {
+                        label(d, "tier") == Some("backend")
+                    }),
+                ],
+                applied: &[],
+            },
         ],
     )
     .await;
@@ -757,15 +709,6 @@ async fn cluster_override_policy_before_override_policy() {
         )
         .await;
     }
-    wait_applied(
-        &cp,
-        "member1",
-        MYAPP,
-        OVERRIDES,
-        &["z-by-labels: labelsOverrider"],
-    )
-    .await;
-    wait_applied(&cp, "member2", MYAPP, OVERRIDES, &[]).await;
 }
 
 // ---------------------------------------------------------------------------------------------
