@@ -764,14 +764,6 @@ async fn karmada_documented_overriders_in_the_user_guide() {
     .await;
     wait_applied(
         &cp,
-        "member2",
-        MYAPP,
-        CLUSTER_OVERRIDES,
-        &["shop-wide: labelsOverrider"],
-    )
-    .await;
-    wait_applied(
-        &cp,
         "member1",
         MYCONFIGMAP,
         OVERRIDES,
