@@ -2,19 +2,23 @@
 //! applied per member cluster when Works are rendered. Every assertion is on the member
 //! clusters' objects (and on what users see: Works, binding conditions, events, `kubectl get`).
 //!
-//! Sections, one installation each:
+//! Sections:
 //!
-//! 1. [`karmada_documented_overriders_in_the_user_guide`]: the YAML of `docs/overrides.md`,
-//!    which follows Karmada's documented examples for each overrider (image, command, args,
-//!    labels, annotations, field, plaintext), `targetCluster` by names, labels, fields and
-//!    exclusion, the deprecated form, and several policies composing in Karmada's order; then
-//!    edits apply at once (eager), a Cluster relabelled re-renders, a deleted policy's changes
-//!    go, and a ClusterOverridePolicy changes a propagated namespace.
-//! 2. [`bad_input_skips_the_rule_in_that_cluster_and_says_so`]: admission refusals, a rule that
+//! 1. Karmada's documented examples, one test each (or one per small family of examples of one
+//!    overrider), named after the example's title in Karmada's Override Policy user guide or its
+//!    end-to-end tests: each applies the YAML of `docs/overrides.md` (the guide's set-up, then
+//!    the example) on the smallest installation that renders Works, and checks a cluster the
+//!    rules target, one they do not, and the Works' `applied-overrides` records.
+//! 2. [`karmada_documented_overriders_in_the_user_guide`]: every block of the guide back to back,
+//!    as a directory is applied: the examples compose (the Works record every rule, two policies
+//!    on one field apply in name order, nothing fails); then edits apply at once (eager), a
+//!    Cluster relabelled re-renders, a deleted policy's changes go, and a ClusterOverridePolicy
+//!    changes a propagated namespace.
+//! 3. [`bad_input_skips_the_rule_in_that_cluster_and_says_so`]: admission refusals, a rule that
 //!    fails in one cluster only (condition and event on the binding naming the policy and the
 //!    rule; the other rules and clusters applied; nothing else disturbed), the fix, and a
 //!    `propagateDeps` dependency following an override policy.
-//! 3. [`lazy_override_policy_rolls_out_gradually`]: `activationPreference: Lazy` with
+//! 4. [`lazy_override_policy_rolls_out_gradually`]: `activationPreference: Lazy` with
 //!    back-to-back applies, the detector killed between steps, and `flotilla activate --max`.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
@@ -36,9 +40,9 @@ use serde_json::{Value, json};
 /// How long "nothing changes" is watched once the change demonstrably reached the services.
 const HOLD: Duration = Duration::from_secs(3);
 
-/// An installation with two members labelled `env: prod` and `env: dev`.
-async fn start() -> (Env, Client) {
-    let env = Env::start(EnvOptions {
+/// Two members labelled `env: prod` and `env: dev`, as in the guide's set-up.
+fn two_labelled_members() -> EnvOptions {
+    EnvOptions {
         members: 2,
         member_labels: [
             (0, [("env".to_owned(), "prod".to_owned())].into()),
@@ -46,11 +50,61 @@ async fn start() -> (Env, Client) {
         ]
         .into(),
         ..Default::default()
-    })
-    .await;
+    }
+}
+
+/// An installation with every service and two labelled members.
+async fn start() -> (Env, Client) {
+    let env = Env::start(two_labelled_members()).await;
     let cp = env.control_plane_client().await;
     (env, cp)
 }
+
+/// The YAML blocks of `docs/overrides.md`, in order.
+fn guide() -> Vec<String> {
+    fixtures::doc_yaml_blocks("overrides.md")
+}
+
+/// The guide's block that defines an object named `name` (a policy, or a template with its
+/// policy).
+fn guide_block(name: &str) -> String {
+    let line = format!("  name: {name}");
+    let mut found = guide().into_iter().filter(|b| b.lines().any(|l| l == line));
+    let block = found
+        .next()
+        .unwrap_or_else(|| panic!("docs/overrides.md has no block naming {name}"));
+    assert!(
+        found.next().is_none(),
+        "docs/overrides.md has two blocks naming {name}"
+    );
+    block
+}
+
+/// The guide's set-up on the smallest installation that renders Works (no dependency
+/// distributor: the guide does not use `propagateDeps`): the Clusters' region, provider and
+/// zone, then the namespace, the propagation policy and the templates.
+async fn guide_installation() -> (Env, Client) {
+    let env = Env::start(EnvOptions {
+        services: vec![Service::Detector, Service::Scheduler, Service::Execution],
+        ..two_labelled_members()
+    })
+    .await;
+    let cp = env.control_plane_client().await;
+    patch_cluster(&cp, "member1", json!({"spec": {"region": "cn-north-1"}})).await;
+    patch_cluster(&cp, "member2", json!({"spec": {"provider": "aws", "zone": "us"}})).await;
+    let blocks = guide();
+    assert!(blocks[0].contains("kind: Namespace") && blocks[1].contains("name: myapp"));
+    for block in &blocks[..2] {
+        fixtures::apply(&cp, block).await;
+    }
+    (env, cp)
+}
+
+/// A template or member object: apiVersion, kind, namespace, name.
+type Object = (&'static str, &'static str, &'static str, &'static str);
+
+const MYAPP: Object = deployment("shop", "myapp");
+const MYCONFIGMAP: Object = configmap("shop", "myconfigmap");
 
 /// A named check of a member object.
 type Check<'a> = (&'a str, &'a dyn Fn(&Value) -> bool);
@@ -60,7 +114,7 @@ type Check<'a> = (&'a str, &'a dyn Fn(&Value) -> bool);
 async fn settled(
     env: &Env,
     i: usize,
-    (api_version, kind, namespace, name): (&str, &str, &str, &str),
+    (api_version, kind, namespace, name): Object,
     checks: &[Check<'_>],
 ) -> Value {
     let read = || member_object(env, i, api_version, kind, namespace, name);
@@ -123,22 +177,26 @@ async fn wait_member(
     .await
 }
 
-fn deployment(
-    namespace: &'static str,
-    name: &'static str,
-) -> (&'static str, &'static str, &'static str, &'static str) {
+const fn deployment(namespace: &'static str, name: &'static str) -> Object {
     ("apps/v1", "Deployment", namespace, name)
 }
 
-fn configmap(
-    namespace: &'static str,
-    name: &'static str,
-) -> (&'static str, &'static str, &'static str, &'static str) {
+const fn configmap(namespace: &'static str, name: &'static str) -> Object {
     ("v1", "ConfigMap", namespace, name)
 }
 
 fn container(object: &Value) -> &Value {
     &object["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// The image of every container of a workload's pod template.
+fn container_images(object: &Value) -> Vec<&str> {
+    object["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["image"].as_str().unwrap_or_default())
+        .collect()
 }
 
 fn env_names(object: &Value) -> Vec<String> {
@@ -259,8 +317,14 @@ async fn work_of(cp: &Client, cluster: &str, kind: &str, name: &str) -> Option<W
         })
 }
 
-/// The policy names of a Work's `policy.karmada.io/applied(-cluster)-overrides` record.
-fn applied_policy_names(work: &Work, annotation: &str) -> Vec<String> {
+/// Karmada's record of the OverridePolicy rules that applied to a Work.
+const OVERRIDES: &str = "policy.karmada.io/applied-overrides";
+/// Karmada's record of the ClusterOverridePolicy rules that applied to a Work.
+const CLUSTER_OVERRIDES: &str = "policy.karmada.io/applied-cluster-overrides";
+
+/// A Work's `applied(-cluster)-overrides` record, one `policy: overrider,...` per entry (the
+/// overriders of the rule, sorted); empty without the annotation.
+fn applied(work: &Work, annotation: &str) -> Vec<String> {
     let Some(text) = work.annotations().get(annotation) else {
         return Vec::new();
     };
@@ -268,10 +332,56 @@ fn applied_policy_names(work: &Work, annotation: &str) -> Vec<String> {
         serde_json::from_str(text).unwrap_or_else(|e| panic!("{annotation} is not JSON ({e}): {text}"));
     list.iter()
         .map(|item| {
-            assert!(item["overriders"].is_object(), "each item has overriders: {text}");
-            item["policyName"].as_str().unwrap().to_owned()
+            let overriders = item["overriders"]
+                .as_object()
+                .unwrap_or_else(|| panic!("each item has overriders: {text}"));
+            let mut kinds: Vec<&str> = overriders.keys().map(String::as_str).collect();
+            kinds.sort_unstable();
+            format!("{}: {}", item["policyName"].as_str().unwrap(), kinds.join(","))
         })
         .collect()
+}
+
+/// Waits until the Work of template `object` in `cluster` records exactly `expected` in
+/// `annotation` (see [`applied`]).
+async fn wait_applied(
+    cp: &Client,
+    cluster: &str,
+    (_, kind, _, name): Object,
+    annotation: &str,
+    expected: &[&str],
+) {
+    let record = || async { Some(applied(&work_of(cp, cluster, kind, name).await?, annotation)) };
+    flotilla_e2e::wait::wait_until_explained(
+        &format!("{cluster}'s Work of {kind} {name} to record {expected:?} in {annotation}"),
+        TIMEOUT,
+        || async { record().await.filter(|r| r == expected) },
+        || async { format!("it records {:?}", record().await) },
+    )
+    .await;
+}
+
+/// What one member cluster receives in an example: its object passes `checks`, and the Work
+/// records `applied` (see [`applied`]) in `policy.karmada.io/applied-overrides`.
+struct Expected<'a> {
+    checks: &'a [Check<'a>],
+    applied: &'a [&'a str],
+}
+
+/// One documented example: the guide's set-up and then the block naming `example`, back to
+/// back; then waits until `member1` and `member2` receive template `object` as `expected` says:
+/// first the members a rule targets (their record is not empty), then the others, so what an
+/// untargeted member shows is seen once the policy is in effect.
+async fn example(example: &str, object: Object, expected: [Expected<'_>; 2]) -> (Env, Client) {
+    let (env, cp) = guide_installation().await;
+    fixtures::apply(&cp, &guide_block(example)).await;
+    let mut members: Vec<(usize, Expected<'_>)> = (1..).zip(expected).collect();
+    members.sort_by_key(|(_, e)| e.applied.is_empty());
+    for (i, member) in members {
+        settled(&env, i, object, member.checks).await;
+        wait_applied(&cp, &format!("member{i}"), object, OVERRIDES, member.applied).await;
+    }
+    (env, cp)
 }
 
 /// The events about binding `name` in `namespace` with `reason`.
@@ -288,153 +398,402 @@ async fn binding_events(cp: &Client, namespace: &str, name: &str, reason: &str) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. The user guide: Karmada's documented examples, composition, eager edits
+// 1. Karmada's documented examples, one test each
+// ---------------------------------------------------------------------------------------------
+
+/// Karmada's imageOverrider Example 1, "add the registry" (member1), and Example 2, "replace
+/// the repository" (member2).
+#[tokio::test]
+async fn image_overrider_add_the_registry_and_replace_the_repository() {
+    let applied = &["image: imageOverrider"];
+    example(
+        "image",
+        MYAPP,
+        [
+            Expected {
+                checks: &[("registry test-repo added", &|d| {
+                    container_images(d) == ["test-repo/myapp:1.0.0"]
+                })],
+                applied,
+            },
+            Expected {
+                checks: &[("repository replaced by myapp2", &|d| {
+                    container_images(d) == ["myapp2:1.0.0"]
+                })],
+                applied,
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's imageOverrider Example 3, "remove the tag" (member1).
+#[tokio::test]
+async fn image_overrider_remove_the_tag() {
+    example(
+        "image-remove-tag",
+        MYAPP,
+        [
+            Expected {
+                checks: &[("tag removed", &|d| container_images(d) == ["myapp"])],
+                applied: &["image-remove-tag: imageOverrider"],
+            },
+            Expected {
+                checks: &[("as the template", &|d| container_images(d) == ["myapp:1.0.0"])],
+                applied: &[],
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's end-to-end cases "Deployment override all images in container list" (member1)
+/// and "Deployment override specific images in container list", by `predicate` (member2).
+#[tokio::test]
+async fn image_overrider_override_all_images_and_specific_images_in_container_list() {
+    let applied = &["nginx-images: imageOverrider"];
+    example(
+        "nginx-images",
+        deployment("shop", "nginx"),
+        [
+            Expected {
+                checks: &[("every container's image replaced", &|d| {
+                    container_images(d) == ["fictional.registry.us/busybox:1.0"; 2]
+                })],
+                applied,
+            },
+            Expected {
+                checks: &[("only the predicate's image changed", &|d| {
+                    container_images(d) == ["fictional.registry.us/nginx:1.19.0", "busybox:1.36"]
+                })],
+                applied,
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's commandOverrider Example 1, "add flags" (member1), and Example 2, "remove flags"
+/// (every cluster), with an argsOverrider.
+#[tokio::test]
+async fn command_and_args_overrider_add_and_remove_flags() {
+    let args: Check<'_> = ("args --v=2 added", &|d| container(d)["args"] == json!(["--v=2"]));
+    let everywhere = "command: argsOverrider,commandOverrider";
+    example(
+        "command",
+        MYAPP,
+        [
+            Expected {
+                checks: &[
+                    args,
+                    ("--parameter1=foo removed, --cluster=member1 added", &|d| {
+                        container(d)["command"] == json!(["./myapp", "--parameter2=bar", "--cluster=member1"])
+                    }),
+                ],
+                applied: &[everywhere, "command: commandOverrider"],
+            },
+            Expected {
+                checks: &[
+                    args,
+                    ("--parameter1=foo removed, nothing added", &|d| {
+                        container(d)["command"] == json!(["./myapp", "--parameter2=bar"])
+                    }),
+                ],
+                applied: &[everywhere],
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's labelsOverrider Example 1, "add/remove/replace labels", and its end-to-end case
+/// "deployment annotationsOverrider testing" (member1).
+#[tokio::test]
+async fn labels_and_annotations_overrider_add_remove_replace() {
+    example(
+        "labels",
+        MYAPP,
+        [
+            Expected {
+                checks: &[
+                    ("bar added", &|d| label(d, "bar") == Some("bar")),
+                    ("foo replaced", &|d| label(d, "foo") == Some("exist")),
+                    ("baz removed", &|d| label(d, "baz").is_none()),
+                    ("annotation added", &|d| {
+                        annotation(d, "example.com/owner") == Some("team-a")
+                    }),
+                    ("a missing annotation is not replaced", &|d| {
+                        annotation(d, "example.com/team").is_none()
+                    }),
+                ],
+                applied: &["labels: annotationsOverrider,labelsOverrider"],
+            },
+            Expected {
+                checks: &[
+                    ("the template's labels", &|d| {
+                        (label(d, "foo"), label(d, "baz"), label(d, "bar"))
+                            == (Some("foo"), Some("baz"), None)
+                    }),
+                    ("no annotation", &|d| annotation(d, "example.com/owner").is_none()),
+                ],
+                applied: &[],
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's fieldOverrider Example 1, "replace the database port" in YAML (member1), and its
+/// end-to-end case "update JSON values in ConfigMap" (member2).
+#[tokio::test]
+async fn field_overrider_json_and_yaml_in_a_configmap() {
+    let applied = &["field: fieldOverrider"];
+    example(
+        "field",
+        MYCONFIGMAP,
+        [
+            Expected {
+                checks: &[
+                    ("YAML port replaced by the string 3306", &|c| {
+                        c["data"]["config.yaml"] == "app:\n  database:\n    port: '3306'\n"
+                    }),
+                    ("JSON as the template", &|c| {
+                        c["data"]["config.json"] == r#"{"db": {"host": "db.local", "port": 5432}}"#
+                    }),
+                ],
+                applied,
+            },
+            Expected {
+                checks: &[
+                    ("JSON host replaced, pool added, port removed", &|c| {
+                        c["data"]["config.json"] == r#"{"db":{"host":"db.member2.local","pool":10}}"#
+                    }),
+                    ("YAML as the template", &|c| {
+                        c["data"]["config.yaml"] == "app:\n  database:\n    port: 5432\n"
+                    }),
+                ],
+                applied,
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's plaintext Example 2, "add/replace/remove container env" (member2).
+#[tokio::test]
+async fn plaintext_add_replace_remove_container_env() {
+    example(
+        "plaintext",
+        MYAPP,
+        [
+            Expected {
+                checks: &[("the template's env", &|d| {
+                    env_names(d) == ["region=region1", "zone=zone1"]
+                })],
+                applied: &[],
+            },
+            Expected {
+                checks: &[("added at the end, inserted first, replaced, removed", &|d| {
+                    env_names(d) == ["provider=provider1", "region=region2", "cluster=cluster1"]
+                })],
+                applied: &["plaintext: plaintext"],
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's targetCluster examples: `labelSelector` (with the plaintext Example 1, "replace
+/// configmap data"), `fieldSelector` by region, by provider and zone, and `exclude`.
+#[tokio::test]
+async fn target_cluster_label_selector_field_selector_and_exclude() {
+    let annotations = "targets: annotationsOverrider";
+    example(
+        "targets",
+        MYCONFIGMAP,
+        [
+            Expected {
+                checks: &[
+                    ("labelSelector env: prod", &|c| c["data"]["example"] == "2"),
+                    ("fieldSelector region", &|c| {
+                        annotation(c, "region") == Some("cn-north-1")
+                    }),
+                    ("fieldSelector provider and zone: no", &|c| {
+                        annotation(c, "provider-zone").is_none()
+                    }),
+                    ("exclude member1", &|c| {
+                        annotation(c, "excluded-member1").is_none()
+                    }),
+                ],
+                applied: &["targets: plaintext", annotations],
+            },
+            Expected {
+                checks: &[
+                    ("labelSelector env: prod: no", &|c| c["data"]["example"] == "1"),
+                    ("fieldSelector region: no", &|c| annotation(c, "region").is_none()),
+                    ("fieldSelector provider and zone", &|c| {
+                        annotation(c, "provider-zone") == Some("aws-us")
+                    }),
+                    ("exclude member1: not member2", &|c| {
+                        annotation(c, "excluded-member1") == Some("true")
+                    }),
+                ],
+                applied: &[annotations, annotations],
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's deprecated `targetCluster` + `overriders` at the top of the spec (the form of its
+/// "[OverridePolicy] apply overriders testing" end-to-end cases), replacing the replicas.
+#[tokio::test]
+async fn deprecated_target_cluster_and_overriders_replace_the_replicas() {
+    example(
+        "legacy",
+        MYAPP,
+        [
+            Expected {
+                checks: &[("the template's replicas", &|d| d["spec"]["replicas"] == 1)],
+                applied: &[],
+            },
+            Expected {
+                checks: &[("replicas replaced", &|d| d["spec"]["replicas"] == 2)],
+                applied: &["legacy: plaintext"],
+            },
+        ],
+    )
+    .await;
+}
+
+/// Karmada's rule "for namespaced scoped resources, ClusterOverridePolicy is applied first,
+/// followed by OverridePolicy": the OverridePolicy (member1) selects by a label the
+/// ClusterOverridePolicy (every cluster) adds, and overrides another.
+#[tokio::test]
+async fn cluster_override_policy_before_override_policy() {
+    let team: Check<'_> = ("the ClusterOverridePolicy's label", &|d| {
+        label(d, "team") == Some("shop")
+    });
+    let (_env, cp) = example(
+        "shop-wide",
+        MYAPP,
+        [
+            Expected {
+                checks: &[
+                    team,
+                    ("the OverridePolicy applied last", &|d| {
+                        label(d, "tier") == Some("frontend")
+                    }),
+                ],
+                applied: &["z-by-labels: labelsOverrider"],
+            },
+            Expected {
+                checks: &[
+                    team,
+                    ("the ClusterOverridePolicy alone", &|d| {
+                        label(d, "tier") == Some("backend")
+                    }),
+                ],
+                applied: &[],
+            },
+        ],
+    )
+    .await;
+    for cluster in ["member1", "member2"] {
+        wait_applied(
+            &cp,
+            cluster,
+            MYAPP,
+            CLUSTER_OVERRIDES,
+            &["shop-wide: labelsOverrider"],
+        )
+        .await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. The whole guide back to back: composition, eager edits, relabelling, deletion
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
 async fn karmada_documented_overriders_in_the_user_guide() {
-    let (env, cp) = start().await;
-    let blocks = fixtures::doc_yaml_blocks("overrides.md");
+    let (env, cp) = guide_installation().await;
+    let blocks = guide();
     assert_eq!(
         blocks.len(),
-        11,
-        "the guide's YAML: set-up, templates, 8 policies, the Lazy one"
+        13,
+        "the guide's YAML: set-up, templates, 10 examples, the Lazy one"
     );
-    // "kubectl patch cluster member1 ... region" from the guide's set-up.
-    patch_cluster(&cp, "member1", json!({"spec": {"region": "cn-north-1"}})).await;
-    // Everything back to back, as a user applies a directory.
-    for block in &blocks[..10] {
+    // Every example back to back after the set-up, as a user applies a directory.
+    for block in blocks[2..]
+        .iter()
+        .filter(|b| !b.contains("activationPreference: Lazy"))
+    {
         fixtures::apply(&cp, block).await;
     }
-    let myapp = deployment("shop", "myapp");
-    let config = configmap("shop", "myconfigmap");
 
-    // In both members: commandOverrider (Karmada's examples 1 and 2, member1 adds a flag),
-    // argsOverrider, labelsOverrider (Karmada's add/replace/remove example),
-    // annotationsOverrider, and a ClusterOverridePolicy composed with an OverridePolicy that
-    // selects by the label the ClusterOverridePolicy adds.
-    let both: Vec<Check<'_>> = vec![
-        ("args_overrider_add", &|d| {
-            container(d)["args"] == json!(["--v=2"])
-        }),
-        ("labels_overrider_add", &|d| label(d, "bar") == Some("bar")),
-        ("labels_overrider_replace", &|d| label(d, "foo") == Some("exist")),
-        ("labels_overrider_remove", &|d| label(d, "baz").is_none()),
-        ("annotations_overrider_add", &|d| {
-            annotation(d, "example.com/owner") == Some("team-a")
-        }),
-        ("cluster_override_policy_applies_first", &|d| {
-            label(d, "team") == Some("shop")
-        }),
-        (
-            "override_policy_selected_by_a_label_the_cluster_override_policy_added_applies_after_it",
-            &|d| label(d, "tier") == Some("frontend"),
-        ),
-    ];
-    let mut member1 = both.clone();
-    member1.extend::<Vec<Check<'_>>>(vec![
-        ("image_overrider_add_registry (Karmada's example 1)", &|d| {
-            container(d)["image"] == "test-repo/myapp:1.0.0"
-        }),
-        ("command_overrider_remove_and_add_flags", &|d| {
-            container(d)["command"] == json!(["./myapp", "--parameter2=bar", "--cluster=member1"])
-        }),
-        ("plaintext rules for member2 only", &|d| {
-            env_names(d) == ["region=region1", "zone=zone1"]
-        }),
-        ("deprecated form for member2 only", &|d| {
-            d["spec"]["replicas"] == 1
-        }),
-    ]);
-    let mut member2 = both;
-    member2.extend::<Vec<Check<'_>>>(vec![
-        ("image_overrider_replace_repository (Karmada's example 2)", &|d| {
-            container(d)["image"] == "myapp2:1.0.0"
-        }),
-        ("command_overrider_remove_flag", &|d| {
-            container(d)["command"] == json!(["./myapp", "--parameter2=bar"])
-        }),
-        (
-            "plaintext_env_add_insert_replace_remove (Karmada's example 2)",
-            &|d| env_names(d) == ["provider=provider1", "region=region2", "cluster=cluster1"],
-        ),
-        ("deprecated_target_cluster_and_overriders", &|d| {
-            d["spec"]["replicas"] == 2
-        }),
-    ]);
-    settled(&env, 1, myapp, &member1).await;
-    settled(&env, 2, myapp, &member2).await;
-
-    // fieldOverrider (Karmada's YAML example everywhere, a JSON one in member1) and
-    // targetCluster by labels, fields and exclusion.
-    let yaml_port: Check<'_> = ("field_overrider_yaml (Karmada's example)", &|c| {
-        c["data"]["config.yaml"] == "app:\n  database:\n    port: '3306'\n"
-    });
+    // The examples compose: each Work records every rule that applied to it, sorted by policy
+    // name; two policies naming the template change one image in name order; no rule fails.
+    wait_applied(
+        &cp,
+        "member1",
+        MYAPP,
+        OVERRIDES,
+        &[
+            "command: argsOverrider,commandOverrider",
+            "command: commandOverrider",
+            "image: imageOverrider",
+            "image-remove-tag: imageOverrider",
+            "labels: annotationsOverrider,labelsOverrider",
+            "z-by-labels: labelsOverrider",
+        ],
+    )
+    .await;
+    wait_applied(
+        &cp,
+        "member2",
+        MYAPP,
+        OVERRIDES,
+        &[
+            "command: argsOverrider,commandOverrider",
+            "image: imageOverrider",
+            "legacy: plaintext",
+            "plaintext: plaintext",
+        ],
+    )
+    .await;
+    wait_applied(
+        &cp,
+        "member1",
+        MYCONFIGMAP,
+        OVERRIDES,
+        &[
+            "field: fieldOverrider",
+            "targets: plaintext",
+            "targets: annotationsOverrider",
+        ],
+    )
+    .await;
     settled(
         &env,
         1,
-        config,
-        &[
-            yaml_port,
-            ("field_overrider_json", &|c| {
-                c["data"]["config.json"] == r#"{"db":{"host":"db.member1.local","port":5432}}"#
-            }),
-            ("target_cluster_label_selector (env: prod)", &|c| {
-                c["data"]["example"] == "2"
-            }),
-            ("target_cluster_field_selector (region)", &|c| {
-                annotation(c, "region") == Some("cn-north-1")
-            }),
-            ("target_cluster_exclude", &|c| {
-                annotation(c, "excluded-member1").is_none()
-            }),
-        ],
+        MYAPP,
+        &[(
+            "image's registry added, then image-remove-tag's tag removed",
+            &|d| container_images(d) == ["test-repo/myapp"],
+        )],
     )
     .await;
-    settled(
-        &env,
-        2,
-        config,
-        &[
-            yaml_port,
-            ("no JSON rule in member2: the document is untouched", &|c| {
-                c["data"]["config.json"] == r#"{"db": {"host": "db.local", "port": 5432}}"#
-            }),
-            ("target_cluster_label_selector (env: dev)", &|c| {
-                c["data"]["example"] == "1"
-            }),
-            ("target_cluster_field_selector (no region)", &|c| {
-                annotation(c, "region").is_none()
-            }),
-            ("target_cluster_exclude", &|c| {
-                annotation(c, "excluded-member1") == Some("true")
-            }),
-        ],
-    )
-    .await;
-
-    // The Works record what applied, in Karmada's format (sorted by policy name, one entry per
-    // rule).
-    let work = wait_until("member1's Work of myapp", TIMEOUT, || {
-        work_of(&cp, "member1", "Deployment", "myapp")
-    })
-    .await;
-    assert_eq!(
-        applied_policy_names(&work, "policy.karmada.io/applied-overrides"),
-        ["command", "command", "image", "labels", "z-by-labels"]
-    );
-    assert_eq!(
-        applied_policy_names(&work, "policy.karmada.io/applied-cluster-overrides"),
-        ["shop-wide"]
-    );
-    wait_binding_condition(
-        &cp,
-        ("shop", "myapp", "Deployment"),
-        "OverridesApplied",
-        "True",
-        |c| c["status"] == "True",
-    )
-    .await;
+    for (name, kind) in [
+        ("myapp", "Deployment"),
+        ("nginx", "Deployment"),
+        ("myconfigmap", "ConfigMap"),
+    ] {
+        wait_binding_condition(&cp, ("shop", name, kind), "OverridesApplied", "True", |c| {
+            c["status"] == "True"
+        })
+        .await;
+    }
 
     // kubectl shows the policies with useful columns.
     let table = kubectl(&env, &["get", "op", "-n", "shop"]);
@@ -450,13 +809,13 @@ async fn karmada_documented_overriders_in_the_user_guide() {
     // Editing a policy changes the members at once (eager), only where its rules apply.
     fixtures::apply(
         &cp,
-        &blocks[2].replace(
+        &guide_block("image").replace(
             "- component: Repository\n        operator: replace\n        value: myapp2",
             "- component: Tag\n        operator: replace\n        value: 2.0.0",
         ),
     )
     .await;
-    wait_member(&env, 2, myapp, "the edited image rule", |d| {
+    wait_member(&env, 2, MYAPP, "the edited image rule", |d| {
         container(d)["image"] == "myapp:2.0.0"
     })
     .await;
@@ -466,7 +825,7 @@ async fn karmada_documented_overriders_in_the_user_guide() {
                 .await
                 .unwrap()
         )["image"],
-        "test-repo/myapp:1.0.0"
+        "test-repo/myapp"
     );
 
     // A Cluster's labels change: the rules that select by them follow ("kubectl label cluster").
@@ -474,15 +833,27 @@ async fn karmada_documented_overriders_in_the_user_guide() {
     wait_member(
         &env,
         2,
-        config,
+        MYCONFIGMAP,
         "target_cluster_label_selector after relabelling",
         |c| c["data"]["example"] == "2",
     )
     .await;
 
     // A deleted policy's changes go.
-    fixtures::delete(&cp, &blocks[8]).await;
-    wait_member(&env, 2, myapp, "the deprecated-form policy deleted", |d| {
+    fixtures::delete(&cp, &guide_block("legacy")).await;
+    wait_applied(
+        &cp,
+        "member2",
+        MYAPP,
+        OVERRIDES,
+        &[
+            "command: argsOverrider,commandOverrider",
+            "image: imageOverrider",
+            "plaintext: plaintext",
+        ],
+    )
+    .await;
+    wait_member(&env, 2, MYAPP, "the deprecated-form policy deleted", |d| {
         d["spec"]["replicas"] == 1
     })
     .await;
@@ -526,7 +897,7 @@ spec:
 }
 
 // ---------------------------------------------------------------------------------------------
-// 2. Bad input
+// 3. Bad input
 // ---------------------------------------------------------------------------------------------
 
 const WEB_POLICY: &str = "apiVersion: policy.karmada.io/v1alpha1
@@ -781,7 +1152,7 @@ spec:
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Lazy activation
+// 4. Lazy activation
 // ---------------------------------------------------------------------------------------------
 
 fn web(name: &str) -> String {
