@@ -205,7 +205,8 @@ async fn watch_dependency_kind(ctx: Arc<Context>, api_version: String, kind: Str
         delay = (delay * 2).min(Duration::from_secs(60));
     };
     // Metadata only: a change is turned into a queued key, and Secrets' data never enters this
-    // process through the watch.
+    // process through the watch. `Api<PartialObjectMeta<_>>` lists and watches with the
+    // metadata-only Accept header (`as=PartialObjectMetadata`), so the server sends metadata.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(ctx.client.clone(), &resolved.resource);
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
