@@ -151,8 +151,15 @@ impl Claim {
 
 /// A claim as borrowed from an object's labels and annotations.
 enum ClaimParts<'a> {
-    PropagationPolicy { namespace: &'a str, name: &'a str, id: &'a str },
-    ClusterPropagationPolicy { name: &'a str, id: &'a str },
+    PropagationPolicy {
+        namespace: &'a str,
+        name: &'a str,
+        id: &'a str,
+    },
+    ClusterPropagationPolicy {
+        name: &'a str,
+        id: &'a str,
+    },
 }
 
 /// Reads a claim from two lookups, one for labels and one for annotations; a PropagationPolicy

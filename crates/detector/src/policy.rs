@@ -217,7 +217,11 @@ mod tests {
         let mut recreated = meta();
         recreated.uid = Some("u2".into());
         for changed in [generation, labelled, finalized, deleting, recreated] {
-            assert_ne!(watch_signature(&changed, &spec("Deployment")), base, "{changed:?}");
+            assert_ne!(
+                watch_signature(&changed, &spec("Deployment")),
+                base,
+                "{changed:?}"
+            );
         }
         assert_ne!(watch_signature(&meta(), &spec("StatefulSet")), base);
     }

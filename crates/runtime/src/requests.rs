@@ -257,16 +257,17 @@ mod tests {
                 .get()
         };
         let (ok, conflict, error) = (counted("200"), counted("409"), counted("error"));
-        let mut service = count_requests().layer(tower::service_fn(|request: http::Request<()>| async move {
-            match request.uri().query() {
-                Some("fail") => Err("connection refused"),
-                Some(code) => Ok(http::Response::builder()
-                    .status(code.parse::<u16>().unwrap_or(500))
-                    .body(())
-                    .unwrap_or_default()),
-                None => Ok(http::Response::new(())),
-            }
-        }));
+        let mut service =
+            count_requests().layer(tower::service_fn(|request: http::Request<()>| async move {
+                match request.uri().query() {
+                    Some("fail") => Err("connection refused"),
+                    Some(code) => Ok(http::Response::builder()
+                        .status(code.parse::<u16>().unwrap_or(500))
+                        .body(())
+                        .unwrap_or_default()),
+                    None => Ok(http::Response::new(())),
+                }
+            }));
         for query in ["", "?409", "?409", "?fail"] {
             let request = http::Request::builder()
                 .method(Method::PATCH)

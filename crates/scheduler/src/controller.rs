@@ -83,6 +83,7 @@ pub fn start<K: BindingObject>(
     let mut background = JoinSet::new();
     {
         let queue = queue.clone();
+        let ctx = ctx.clone();
         background.spawn(flotilla_runtime::watch::run(
             Api::<K>::all(client),
             writer,
@@ -90,7 +91,7 @@ pub fn start<K: BindingObject>(
                 match change {
                     Change::Applied(binding) => queue.add(binding.key()),
                     // Nothing to schedule; a retry or resync already queued finds it gone.
-                    Change::Deleted(_) => {}
+                    Change::Deleted(binding) => ctx.attempts.forget(&binding.key()),
                     // Every listed binding was reported (and queued) before this.
                     Change::Synced => {
                         synced_tx.send_replace(true);

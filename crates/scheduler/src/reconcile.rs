@@ -19,6 +19,7 @@ use kube::Client;
 use kube::api::{Patch, PatchParams};
 use tracing::Instrument;
 
+use crate::attempts::{Attempts, Seen};
 use crate::binding::{BindingKey, BindingObject};
 use crate::decision::{clusters_patch, decide, status_after, status_patch};
 use crate::inventory::Inventory;
@@ -37,6 +38,8 @@ pub struct Context {
     pub inventory: Arc<Inventory>,
     /// Execution and dependency-distributor clients.
     pub peers: Peers,
+    /// Turns and newest versions per binding (see [`crate::attempts`]).
+    pub attempts: Attempts,
 }
 
 /// What scheduling a binding came to.
@@ -51,6 +54,9 @@ pub enum Outcome {
     /// The binding is not this scheduler's to schedule (being deleted, or `spec.schedulerName`
     /// names another scheduler).
     Skipped,
+    /// The watch's copy is older than a version this process already read or wrote: the newer
+    /// version's event queues the binding again (see [`crate::attempts`]).
+    Stale,
 }
 
 impl Outcome {
@@ -61,6 +67,7 @@ impl Outcome {
             Self::Unchanged => "unchanged",
             Self::NotFound => "not-found",
             Self::Skipped => "skipped",
+            Self::Stale => "stale",
         }
     }
 }
@@ -254,13 +261,36 @@ async fn attempt<K: BindingObject>(
     if !ctx.inventory.is_synced() {
         return Err(ReconcileError::NotSynced);
     }
+    // One attempt per binding at a time; a watch copy older than what this process has seen
+    // would only lose a conflict.
+    let mut seen = ctx.attempts.lock(key).await;
+    if let Some(binding) = &cached
+        && seen.is_older(binding.meta().resource_version.as_deref())
+    {
+        return Ok(report(binding.as_ref(), Outcome::Stale, None));
+    }
+    let result = attempt_in_turn(ctx, key, cached, trigger, &mut seen).await;
+    drop(seen);
+    result
+}
+
+async fn attempt_in_turn<K: BindingObject>(
+    ctx: &Context,
+    key: &BindingKey,
+    cached: Option<Arc<K>>,
+    trigger: Trigger,
+    seen: &mut Seen,
+) -> Result<Report, ReconcileError> {
     let api = K::api(ctx.client.clone(), key.namespace.as_deref());
     let mut next: Option<K> = cached.map(|b| (*b).clone());
     for _ in 0..MAX_CONFLICTS {
         let binding = match next.take() {
             Some(binding) => binding,
             None => match api.get_opt(&key.name).await.map_err(api_error("read", key))? {
-                Some(binding) => binding,
+                Some(binding) => {
+                    seen.observe(binding.meta().resource_version.as_deref());
+                    binding
+                }
                 None => return Ok(Report::without_binding(Outcome::NotFound)),
             },
         };
@@ -292,6 +322,7 @@ async fn attempt<K: BindingObject>(
                         to = %format_clusters(&decision.clusters),
                         "wrote spec.clusters"
                     );
+                    seen.observe(written.meta().resource_version.as_deref());
                     binding = written;
                     wrote = true;
                 }
@@ -319,6 +350,7 @@ async fn attempt<K: BindingObject>(
                 .await
             {
                 Ok(written) => {
+                    seen.observe(written.meta().resource_version.as_deref());
                     binding = written;
                     wrote = true;
                 }

@@ -69,6 +69,7 @@ pub async fn run(args: Args, shutdown: Shutdown) -> Result<(), ServiceError> {
         client: client.clone(),
         inventory: inventory.clone(),
         peers,
+        attempts: Default::default(),
     });
     let listener = GrpcListener::bind(args.grpc_addr).await?;
     tracing::info!(grpc = %listener.address(), ops = %ops, "flotilla-scheduler starting");

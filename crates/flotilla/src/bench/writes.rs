@@ -342,7 +342,14 @@ impl WritesReport {
                 .collect();
             out.push('\n');
             out.push_str(&table(
-                &["service", "verb", "resource", "writes", "per member object", "409s"],
+                &[
+                    "service",
+                    "verb",
+                    "resource",
+                    "writes",
+                    "per member object",
+                    "409s",
+                ],
                 &rows,
             ));
         }
