@@ -234,6 +234,9 @@ pub struct WritesReport {
     pub lease_writes: Option<u64>,
     /// Where the writes went, most first (embedded only).
     pub by_resource: Vec<ResourceWrites>,
+    /// The services' reads (`get`, `list`; watches excluded) by service, verb and resource,
+    /// most first (embedded only): they cost the control plane a JSON encoding each too.
+    pub reads: Vec<ResourceWrites>,
     /// Time from the last member object to the services falling quiet, seconds.
     pub settle_seconds: f64,
 }
@@ -254,6 +257,7 @@ impl WritesReport {
             _ => None,
         };
         let mut by_resource = Vec::new();
+        let mut reads = Vec::new();
         let mut service_writes = 0;
         let mut lease_writes = 0;
         let mut conflict_writes = 0;
@@ -272,6 +276,16 @@ impl WritesReport {
             for key in counts.keys() {
                 let (verb, resource) = key;
                 let n = delta(&after.services, &before.services, service, key);
+                if n > 0 && matches!(verb.as_str(), "get" | "list") {
+                    reads.push(ResourceWrites {
+                        service: service.clone(),
+                        verb: verb.clone(),
+                        resource: resource.clone(),
+                        count: n,
+                        per_member_object: per(n),
+                        conflicts: 0,
+                    });
+                }
                 if n == 0 || !is_write(verb) {
                     continue;
                 }
@@ -294,6 +308,7 @@ impl WritesReport {
             }
         }
         by_resource.sort_by(|a, b| b.count.cmp(&a.count).then(a.resource.cmp(&b.resource)));
+        reads.sort_by(|a, b| b.count.cmp(&a.count).then(a.resource.cmp(&b.resource)));
         let counted = !after.services.is_empty();
         WritesReport {
             member_objects,
@@ -306,6 +321,7 @@ impl WritesReport {
             failed_writes: counted.then_some(failed_writes),
             lease_writes: counted.then_some(lease_writes),
             by_resource,
+            reads,
             settle_seconds: round(settle.as_secs_f64(), 1),
         }
     }
@@ -350,6 +366,26 @@ impl WritesReport {
                     "per member object",
                     "409s",
                 ],
+                &rows,
+            ));
+        }
+        if !self.reads.is_empty() {
+            let rows: Vec<Vec<String>> = self
+                .reads
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.service.clone(),
+                        r.verb.clone(),
+                        r.resource.clone(),
+                        r.count.to_string(),
+                        format!("{:.2}", r.per_member_object),
+                    ]
+                })
+                .collect();
+            out.push_str("\nreads (watches excluded):\n");
+            out.push_str(&table(
+                &["service", "verb", "resource", "reads", "per member object"],
                 &rows,
             ));
         }
@@ -436,7 +472,8 @@ flotilla_workqueue_depth{service="execution",queue="bindings"} 0
             .replace("code=\"409\"} 2", "code=\"409\"} 6")
             .replace("code=\"error\"} 1", "code=\"error\"} 2")
             .replace("resource=\"works\"} 6", "resource=\"works\"} 16")
-            .replace("leases\"} 40", "leases\"} 44");
+            .replace("leases\"} 40", "leases\"} 44")
+            .replace("configmaps\"} 9", "configmaps\"} 14");
         let after = reading(100 + 10 + 30 + 4, &after_text);
         let report = WritesReport::between(&before, &after, 10, 10, Duration::from_secs(2));
         assert_eq!(report.control_plane_writes, Some(34));
@@ -459,6 +496,14 @@ flotilla_workqueue_depth{service="execution",queue="bindings"} 0
             ]
         );
         assert!(report.table().contains("3.00"), "{}", report.table());
+        // Reads are listed apart and do not count as writes.
+        let reads: Vec<(&str, &str, u64)> = report
+            .reads
+            .iter()
+            .map(|r| (r.verb.as_str(), r.resource.as_str(), r.count))
+            .collect();
+        assert_eq!(reads, vec![("get", "configmaps", 5)]);
+        assert!(report.table().contains("reads (watches excluded)"));
         assert!(check(&report).is_ok());
     }
 
