@@ -307,23 +307,33 @@ async fn attempt_in_turn<K: BindingObject>(
 
         let mut binding = binding;
         let mut wrote = false;
+        let url_path = K::url_path(&(), key.namespace.as_deref());
         if decision.changes_clusters(binding.binding_spec()) {
             let patch = clusters_patch(
                 binding.meta().resource_version.as_deref().unwrap_or_default(),
                 &decision.clusters,
             );
-            match api
-                .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+            // Answered with metadata only: the write was conditional on the version read, so
+            // the binding now is the one read with these clusters and the new metadata.
+            match flotilla_runtime::lean::patch(
+                &ctx.client,
+                &url_path,
+                &key.name,
+                None,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
             {
-                Ok(written) => {
+                Ok(metadata) => {
                     tracing::info!(
                         from = %format_clusters(&binding.binding_spec().clusters),
                         to = %format_clusters(&decision.clusters),
                         "wrote spec.clusters"
                     );
-                    seen.observe(written.meta().resource_version.as_deref());
-                    binding = written;
+                    seen.observe(metadata.resource_version.as_deref());
+                    *binding.meta_mut() = metadata;
+                    binding.binding_spec_mut().clusters = decision.clusters.clone();
                     wrote = true;
                 }
                 Err(error) if status_code(&error) == Some(409) => {
@@ -345,13 +355,21 @@ async fn attempt_in_turn<K: BindingObject>(
                 binding.meta().resource_version.as_deref().unwrap_or_default(),
                 status,
             );
-            match api
-                .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+            // Answered with metadata only, as above: the status is the one written.
+            match flotilla_runtime::lean::patch(
+                &ctx.client,
+                &url_path,
+                &key.name,
+                Some("status"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
             {
-                Ok(written) => {
-                    seen.observe(written.meta().resource_version.as_deref());
-                    binding = written;
+                Ok(metadata) => {
+                    seen.observe(metadata.resource_version.as_deref());
+                    *binding.meta_mut() = metadata;
+                    *binding.binding_status_mut() = Some(status.clone());
                     wrote = true;
                 }
                 Err(error) if status_code(&error) == Some(409) => {
