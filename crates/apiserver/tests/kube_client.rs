@@ -838,6 +838,38 @@ async fn metadata_only_list_and_watch() {
         vec![("ADDED", "after".to_owned()), ("DELETED", "before".to_owned())]
     );
 
+    // Writes answered with metadata only (what flotilla_runtime::lean asks for): a status
+    // write's answer is the object's PartialObjectMetadata with the new resourceVersion.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let before = deployments
+        .create(&PostParams::default(), &deployment("lean"))
+        .await
+        .unwrap();
+    let status_req = http::Request::patch(format!("/apis/apps/v1/namespaces/{ns}/deployments/lean/status"))
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .header("Content-Type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&json!({"status": {"observedGeneration": 1}})).unwrap())
+        .unwrap();
+    let answer: Value = client.request(status_req).await.unwrap();
+    assert_eq!(answer["kind"], "PartialObjectMetadata", "{answer}");
+    assert!(
+        answer.get("spec").is_none() && answer.get("status").is_none(),
+        "{answer}"
+    );
+    assert_ne!(
+        answer["metadata"]["resourceVersion"].as_str(),
+        before.metadata.resource_version.as_deref()
+    );
+    let written = deployments.get("lean").await.unwrap();
+    assert_eq!(written.status.and_then(|s| s.observed_generation), Some(1));
+    assert_eq!(
+        answer["metadata"]["resourceVersion"].as_str(),
+        written.metadata.resource_version.as_deref()
+    );
+
     // kube-runtime's watcher over `Api<PartialObjectMeta<K>>` (and the deprecated
     // `metadata_watcher`, the same requests): the objects it yields are the server's
     // PartialObjectMetadata, as their type tells, and follow a selector.
