@@ -1093,8 +1093,11 @@ impl Detector {
                 "metadata": {"resourceVersion": binding.resource_version},
                 "status": {"conditions": conditions},
             });
-            match api.patch(&binding.name, &patch, true).await {
-                Ok(_) => {
+            match api
+                .patch_status_answering_metadata(&self.client, &binding.name, &patch)
+                .await
+            {
+                Ok(()) => {
                     metrics().binding_write("status");
                     return Ok(());
                 }

@@ -129,16 +129,12 @@ pub fn desired_status(
 /// status write, round after round while templates are processed. The view is rebuilt from
 /// every event regardless (it reads the recorded revisions from the status).
 pub fn watch_signature(metadata: &ObjectMeta, spec: &PropagationSpec) -> u64 {
-    use std::hash::{Hash, Hasher};
     let metadata = ObjectMeta {
         resource_version: None,
         managed_fields: None,
         ..metadata.clone()
     };
-    let read = serde_json::json!({"metadata": metadata, "spec": spec});
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    read.to_string().hash(&mut hasher);
-    hasher.finish()
+    crate::binding::signature_of(&(&metadata, spec))
 }
 
 #[cfg(test)]
