@@ -101,9 +101,16 @@ pub fn start<K: BindingObject>(
     {
         let queue = queue.clone();
         let ctx = ctx.clone();
-        background.spawn(flotilla_runtime::watch::run(
+        background.spawn(flotilla_runtime::watch::run_trimmed(
             Api::<K>::all(client),
             writer,
+            // Execution's per-cluster status is never read here (nor written: the status patch
+            // names the scheduler's fields only), and is the largest part of a binding.
+            |binding: &mut K| {
+                if let Some(status) = binding.binding_status_mut() {
+                    status.aggregated_status = Vec::new();
+                }
+            },
             move |change| {
                 match change {
                     Change::Applied(binding) if awaits_first_schedule(binding) => {
