@@ -6,6 +6,13 @@
 //! The controller is level-triggered: it keeps an index of owners and dependents fed by the
 //! store's watch, queues the keys an event can affect, and each reconcile re-reads the current
 //! state and acts through the same [`Api`] operations clients use.
+//!
+//! Every write in the store passes through here, so an event costs only a decode of the
+//! object's metadata ([`objects::decode_stored_metadata`]), and it queues only the keys whose
+//! reconcile it can change: the object itself when it is being deleted or all its owners are
+//! gone, the dependents of a deleted object, and owners, namespaces and CRDs that are being
+//! deleted (foreground deletion, namespace and CRD cleanup wait for their contents). An update
+//! of a live object with live owners queues nothing.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -31,36 +38,90 @@ pub const NAMESPACE_FINALIZER: &str = "kubernetes";
 const NAMESPACES_PREFIX: &str = "/registry/core/namespaces/";
 const CRDS_PREFIX: &str = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
 
+/// What the collector reads of an object's metadata.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+struct GcMeta {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default, rename = "ownerReferences")]
+    owner_references: Option<Vec<GcOwnerRef>>,
+    #[serde(default, rename = "deletionTimestamp")]
+    deletion_timestamp: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+struct GcOwnerRef {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default, rename = "blockOwnerDeletion")]
+    block_owner_deletion: Option<bool>,
+}
+
+/// One indexed object.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Entry {
+    uid: String,
+    namespace: Option<String>,
+    refs: Vec<OwnerRef>,
+    deleting: bool,
+}
+
+impl Entry {
+    fn of(meta: GcMeta) -> Self {
+        Self {
+            uid: meta.uid.unwrap_or_default(),
+            namespace: meta.namespace.filter(|ns| !ns.is_empty()),
+            refs: meta
+                .owner_references
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|r| {
+                    Some(OwnerRef {
+                        uid: r.uid?,
+                        block_owner_deletion: r.block_owner_deletion.unwrap_or(false),
+                    })
+                })
+                .collect(),
+            deleting: meta.deletion_timestamp.is_some_and(|t| !t.is_null()),
+        }
+    }
+
+    /// The entry of stored bytes (metadata decoded only).
+    fn decode(stored: &[u8]) -> Self {
+        Self::of(objects::decode_stored_metadata(stored).unwrap_or_default())
+    }
+}
+
 #[derive(Default)]
 struct Index {
     /// uid -> key of live objects.
     key_of: HashMap<String, String>,
-    /// key -> (uid, owner references).
-    owners: HashMap<String, (String, Vec<OwnerRef>)>,
+    /// key -> what was indexed of it.
+    entries: HashMap<String, Entry>,
     /// owner uid -> dependent keys.
     dependents: HashMap<String, BTreeSet<String>>,
 }
 
 impl Index {
-    fn put(&mut self, key: &str, obj: &Value) {
+    fn put(&mut self, key: &str, entry: Entry) {
         self.remove(key);
-        let uid = objects::meta_str(obj, "uid").unwrap_or_default().to_owned();
-        let refs = objects::owner_refs(obj);
-        for r in &refs {
+        for r in &entry.refs {
             self.dependents
                 .entry(r.uid.clone())
                 .or_default()
                 .insert(key.to_owned());
         }
-        if !uid.is_empty() {
-            self.key_of.insert(uid.clone(), key.to_owned());
+        if !entry.uid.is_empty() {
+            self.key_of.insert(entry.uid.clone(), key.to_owned());
         }
-        self.owners.insert(key.to_owned(), (uid, refs));
+        self.entries.insert(key.to_owned(), entry);
     }
 
-    fn remove(&mut self, key: &str) -> Option<(String, Vec<OwnerRef>)> {
-        let (uid, refs) = self.owners.remove(key)?;
-        for r in &refs {
+    fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        for r in &entry.refs {
             if let Some(set) = self.dependents.get_mut(&r.uid) {
                 set.remove(key);
                 if set.is_empty() {
@@ -68,14 +129,25 @@ impl Index {
                 }
             }
         }
-        if self.key_of.get(&uid).is_some_and(|k| k == key) {
-            self.key_of.remove(&uid);
+        if self.key_of.get(&entry.uid).is_some_and(|k| k == key) {
+            self.key_of.remove(&entry.uid);
         }
-        Some((uid, refs))
+        Some(entry)
     }
 
     fn exists(&self, uid: &str) -> bool {
         self.key_of.contains_key(uid)
+    }
+
+    /// Whether the object at `key` is indexed as being deleted.
+    fn is_deleting(&self, key: &str) -> bool {
+        self.entries.get(key).is_some_and(|e| e.deleting)
+    }
+
+    /// Whether a reconcile of the object `entry` can act: it is being deleted (finalizers to
+    /// process), or it has owners and none of them exists (background cascading).
+    fn needs_reconcile(&self, entry: &Entry) -> bool {
+        entry.deleting || (!entry.refs.is_empty() && entry.refs.iter().all(|r| !self.exists(&r.uid)))
     }
 }
 
@@ -109,25 +181,31 @@ impl Controller {
         }
     }
 
-    /// Keys whose reconcile may change because `key` changed.
-    fn related(&mut self, key: &str, obj: &Value, uid: &str, refs: &[OwnerRef]) {
-        self.enqueue(key);
-        for dep in self.index.dependents.get(uid).cloned().unwrap_or_default() {
-            self.enqueue(&dep);
-        }
-        for r in refs {
-            if let Some(owner) = self.index.key_of.get(&r.uid).cloned() {
+    /// Queues what may wait for the object at `key` (`entry`): its owners, its namespace and
+    /// its CRD, each only while being deleted (foreground deletion, namespace and CRD cleanup
+    /// wait for their contents); nothing else can depend on one object's change.
+    fn waiting_on(&mut self, key: &str, entry: &Entry) {
+        for r in &entry.refs {
+            if let Some(owner) = self.index.key_of.get(&r.uid).cloned()
+                && self.index.is_deleting(&owner)
+            {
                 self.enqueue(&owner);
             }
         }
-        if let Some(ns) = objects::meta_str(obj, "namespace") {
-            self.enqueue(&format!("{NAMESPACES_PREFIX}{ns}"));
+        if let Some(ns) = &entry.namespace {
+            let namespace = format!("{NAMESPACES_PREFIX}{ns}");
+            if self.index.is_deleting(&namespace) {
+                self.enqueue(&namespace);
+            }
         }
         // Objects of a custom resource: their CRD may be waiting for them.
         if let Some(def) = self.api.catalog().for_key(key)
             && let crate::resources::Flavor::Custom(info) = &def.flavor
         {
-            self.enqueue(&format!("{CRDS_PREFIX}{}", info.crd_name));
+            let crd = format!("{CRDS_PREFIX}{}", info.crd_name);
+            if self.index.is_deleting(&crd) {
+                self.enqueue(&crd);
+            }
         }
     }
 }
@@ -142,9 +220,10 @@ async fn run(api: &Arc<Api>) -> ApiResult<()> {
         retry: Vec::new(),
     };
     for kv in snapshot.range("/registry/", None) {
-        let obj = decode_stored(&kv.value, kv.mod_revision);
-        c.index.put(&kv.key, &obj);
-        if !objects::owner_refs(&obj).is_empty() || objects::is_deleting(&obj) {
+        let entry = Entry::decode(&kv.value);
+        let check = !entry.refs.is_empty() || entry.deleting;
+        c.index.put(&kv.key, entry);
+        if check {
             c.enqueue(&kv.key);
         }
     }
@@ -187,21 +266,26 @@ fn apply_batch(c: &mut Controller, events: Vec<Arc<flotilla_store::Event>>) {
         match event.kind {
             EventKind::Put => {
                 let Some(kv) = &event.value else { continue };
-                let obj = decode_stored(&kv.value, kv.mod_revision);
-                c.index.put(&event.key, &obj);
-                let uid = objects::meta_str(&obj, "uid").unwrap_or_default().to_owned();
-                let refs = objects::owner_refs(&obj);
-                let interesting =
-                    !refs.is_empty() || objects::is_deleting(&obj) || c.index.dependents.contains_key(&uid);
-                if interesting {
-                    c.related(&event.key, &obj, &uid, &refs);
+                let entry = Entry::decode(&kv.value);
+                c.index.put(&event.key, entry.clone());
+                if c.index.needs_reconcile(&entry) {
+                    c.enqueue(&event.key);
                 }
+                c.waiting_on(&event.key, &entry);
             }
             EventKind::Delete => {
-                let Some(prev) = &event.prev else { continue };
-                let obj = decode_stored(&prev.value, prev.mod_revision);
-                let (uid, refs) = c.index.remove(&event.key).unwrap_or_default();
-                c.related(&event.key, &obj, &uid, &refs);
+                let entry = match c.index.remove(&event.key) {
+                    Some(entry) => entry,
+                    None => match &event.prev {
+                        Some(prev) => Entry::decode(&prev.value),
+                        None => continue,
+                    },
+                };
+                // Its dependents may have lost their last owner.
+                for dep in c.index.dependents.get(&entry.uid).cloned().unwrap_or_default() {
+                    c.enqueue(&dep);
+                }
+                c.waiting_on(&event.key, &entry);
             }
         }
     }
@@ -448,20 +532,59 @@ pub async fn finalize_namespace(
 mod tests {
     use super::*;
 
+    fn entry(obj: &Value) -> Entry {
+        Entry::decode(&objects::encode_for_storage(obj))
+    }
+
     #[test]
     fn index_tracks_owners_and_dependents() {
         let mut index = Index::default();
         let owner = json!({"metadata": {"uid": "o1"}});
         let dep = json!({"metadata": {"uid": "d1", "ownerReferences": [{"uid": "o1", "blockOwnerDeletion": true}]}});
-        index.put("/k/owner", &owner);
-        index.put("/k/dep", &dep);
+        index.put("/k/owner", entry(&owner));
+        index.put("/k/dep", entry(&dep));
         assert!(index.exists("o1"));
         assert_eq!(index.dependents["o1"].iter().collect::<Vec<_>>(), vec!["/k/dep"]);
+        assert!(!index.needs_reconcile(&entry(&dep)), "its owner exists");
         index.remove("/k/owner");
         assert!(!index.exists("o1"));
+        assert!(index.needs_reconcile(&entry(&dep)), "its only owner is gone");
         // The dependent still points at the (gone) owner until it is removed itself.
         assert!(index.dependents.contains_key("o1"));
         index.remove("/k/dep");
         assert!(index.dependents.is_empty() && index.key_of.is_empty());
+    }
+
+    #[test]
+    fn entries_read_the_metadata_the_collector_needs() {
+        let e = entry(&json!({"metadata": {"uid": "u", "namespace": "ns",
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "ownerReferences": [{"uid": "o1", "blockOwnerDeletion": true}, {"uid": "o2"}, {"kind": "x"}]},
+            "spec": {"big": [1, 2, 3]}}));
+        assert_eq!(
+            e,
+            Entry {
+                uid: "u".into(),
+                namespace: Some("ns".into()),
+                refs: vec![
+                    OwnerRef {
+                        uid: "o1".into(),
+                        block_owner_deletion: true
+                    },
+                    OwnerRef {
+                        uid: "o2".into(),
+                        block_owner_deletion: false
+                    },
+                ],
+                deleting: true,
+            }
+        );
+        let live = entry(&json!({"metadata": {"uid": "u", "namespace": "", "deletionTimestamp": null}}));
+        assert!(!live.deleting && live.namespace.is_none() && live.refs.is_empty());
+        let mut index = Index::default();
+        assert!(index.needs_reconcile(&e), "being deleted");
+        assert!(!index.needs_reconcile(&live));
+        index.put("/k/e", e);
+        assert!(index.is_deleting("/k/e") && !index.is_deleting("/k/other"));
     }
 }

@@ -182,6 +182,27 @@ pub struct MetaFields {
     pub deletion_timestamp: Option<String>,
 }
 
+/// Decodes only the `metadata` of stored bytes into `T`: the bytes start with the metadata
+/// ([`encode_for_storage`]), so the rest of the object is never parsed (controllers that read
+/// a few metadata fields of every written object need not decode whole objects). Bytes not
+/// written by [`encode_for_storage`] are parsed whole. `None` when the metadata does not
+/// decode as `T`.
+pub fn decode_stored_metadata<T: serde::de::DeserializeOwned>(stored: &[u8]) -> Option<T> {
+    const HEAD: &[u8] = b"{\"metadata\":";
+    if let Some(rest) = stored.strip_prefix(HEAD) {
+        // One value is read; what follows it is left unread (no `end()` check).
+        let mut de = serde_json::Deserializer::from_slice(rest);
+        return T::deserialize(&mut de).ok();
+    }
+    #[derive(Deserialize)]
+    struct Wrapped<T> {
+        metadata: T,
+    }
+    serde_json::from_slice::<Wrapped<T>>(stored)
+        .ok()
+        .map(|w| w.metadata)
+}
+
 /// A random UID in the canonical 8-4-4-4-12 form (version 4).
 pub fn new_uid() -> String {
     let mut b: [u8; 16] = rand::rng().random();
@@ -274,6 +295,30 @@ mod tests {
     fn timestamps_parse_back() {
         assert!(parse_time(&now_rfc3339()).is_some());
         assert!(parse_time(&now_micro()).is_some());
+    }
+
+    #[test]
+    fn metadata_alone_is_decoded_from_stored_bytes() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Meta {
+            name: String,
+            #[serde(default, rename = "ownerReferences")]
+            owner_references: Option<Vec<Value>>,
+        }
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "ownerReferences": [{"uid": "u"}]}, "data": {"k": "v"}});
+        let stored = encode_for_storage(&obj);
+        let meta: Meta = decode_stored_metadata(&stored).unwrap();
+        assert_eq!(meta.name, "a");
+        assert_eq!(meta.owner_references, Some(vec![json!({"uid": "u"})]));
+        // The rest is not read: even bytes that are not JSON after the metadata decode.
+        let mut truncated = stored.clone();
+        truncated.truncate(stored.len() - 5);
+        assert_eq!(decode_stored_metadata::<Meta>(&truncated), Some(meta));
+        // Foreign bytes (metadata not first) are parsed whole.
+        let foreign = br#"{"kind":"Y","metadata":{"name":"n"}}"#;
+        assert_eq!(decode_stored_metadata::<Meta>(foreign).unwrap().name, "n");
+        assert_eq!(decode_stored_metadata::<Meta>(b"{\"metadata\":{}}"), None);
     }
 
     #[test]

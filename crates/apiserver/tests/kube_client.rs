@@ -764,3 +764,163 @@ async fn table_and_metadata_views() {
         .unwrap();
     assert_eq!(metas.items[0].metadata.name.as_deref(), Some("t"));
 }
+
+/// Metadata-only lists and watches (`Accept: application/json;as=PartialObjectMetadata[List]`,
+/// what kube-rs sends for `Api<PartialObjectMeta<K>>` and kube-runtime's metadata watcher, and
+/// client-go's metadata informers): the server sends `PartialObjectMetadata` objects, never
+/// the objects' content, for the initial list, every watch event and selector transitions.
+#[tokio::test]
+async fn metadata_only_list_and_watch() {
+    use kube::api::PartialObjectMeta;
+
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "metaonly").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("before", &[("managed", "true")]))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("other", &[("managed", "false")]))
+        .await
+        .unwrap();
+
+    // The raw exchange, with kube-rs's and client-go's exact Accept headers.
+    let list_req = http::Request::get(format!(
+        "/api/v1/namespaces/{ns}/configmaps?labelSelector=managed%3Dtrue"
+    ))
+    .header(
+        "Accept",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let list: Value = client.request(list_req).await.unwrap();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(items[0]["kind"], "PartialObjectMetadata");
+    assert_eq!(items[0]["metadata"]["name"], "before");
+    assert!(items[0].get("data").is_none(), "content sent: {}", items[0]);
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+
+    let watch_req = http::Request::get(format!(
+        "/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=3"
+    ))
+    .header(
+        "Accept",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let events = client.request_events::<Value>(watch_req).await.unwrap().boxed();
+    api.create(&PostParams::default(), &cm("after", &[("managed", "true")]))
+        .await
+        .unwrap();
+    api.delete("before", &DeleteParams::default()).await.unwrap();
+    let events: Vec<WatchEvent<Value>> = events.try_collect().await.unwrap();
+    let seen: Vec<(&str, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            WatchEvent::Added(o) => Some(("ADDED", o)),
+            WatchEvent::Modified(o) => Some(("MODIFIED", o)),
+            WatchEvent::Deleted(o) => Some(("DELETED", o)),
+            _ => None,
+        })
+        .map(|(ty, o)| {
+            assert_eq!(o["kind"], "PartialObjectMetadata", "{ty} {o}");
+            assert!(o.get("data").is_none(), "content sent: {ty} {o}");
+            (ty, o["metadata"]["name"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("ADDED", "after".to_owned()), ("DELETED", "before".to_owned())]
+    );
+
+    // Writes answered with metadata only (what flotilla_runtime::lean asks for): a status
+    // write's answer is the object's PartialObjectMetadata with the new resourceVersion.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let before = deployments
+        .create(&PostParams::default(), &deployment("lean"))
+        .await
+        .unwrap();
+    let status_req = http::Request::patch(format!("/apis/apps/v1/namespaces/{ns}/deployments/lean/status"))
+        .header(
+            "Accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .header("Content-Type", "application/merge-patch+json")
+        .body(serde_json::to_vec(&json!({"status": {"observedGeneration": 1}})).unwrap())
+        .unwrap();
+    let answer: Value = client.request(status_req).await.unwrap();
+    assert_eq!(answer["kind"], "PartialObjectMetadata", "{answer}");
+    assert!(
+        answer.get("spec").is_none() && answer.get("status").is_none(),
+        "{answer}"
+    );
+    assert_ne!(
+        answer["metadata"]["resourceVersion"].as_str(),
+        before.metadata.resource_version.as_deref()
+    );
+    let written = deployments.get("lean").await.unwrap();
+    assert_eq!(written.status.and_then(|s| s.observed_generation), Some(1));
+    assert_eq!(
+        answer["metadata"]["resourceVersion"].as_str(),
+        written.metadata.resource_version.as_deref()
+    );
+
+    // kube-runtime's watcher over `Api<PartialObjectMeta<K>>` (and the deprecated
+    // `metadata_watcher`, the same requests): the objects it yields are the server's
+    // PartialObjectMetadata, as their type tells, and follow a selector.
+    let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), &ns);
+    let selected = watcher::Config::default().labels("managed=true");
+    #[allow(deprecated)]
+    let streams = [
+        watcher(meta_api, selected.clone()).boxed(),
+        watcher::metadata_watcher(api.clone(), selected).boxed(),
+    ];
+    for mut stream in streams {
+        let mut names = Vec::new();
+        loop {
+            match tokio::time::timeout(WAIT, stream.try_next()).await {
+                Ok(Ok(Some(watcher::Event::InitApply(object)))) => {
+                    let types = object.types.clone().unwrap();
+                    assert_eq!(
+                        (types.api_version.as_str(), types.kind.as_str()),
+                        ("meta.k8s.io/v1", "PartialObjectMetadata")
+                    );
+                    names.push(object.metadata.name.clone().unwrap());
+                }
+                Ok(Ok(Some(watcher::Event::InitDone))) => break,
+                Ok(Ok(Some(_))) => {}
+                other => panic!("the metadata watcher ended: {other:?}"),
+            }
+        }
+        assert_eq!(names, vec!["after".to_owned()]);
+        // A label change that leaves the selection is a deletion, reported as metadata.
+        api.patch(
+            "after",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"managed": "false"}}})),
+        )
+        .await
+        .unwrap();
+        let left = loop {
+            match tokio::time::timeout(WAIT, stream.try_next()).await {
+                Ok(Ok(Some(watcher::Event::Delete(object)))) => break object,
+                Ok(Ok(Some(_))) => {}
+                other => panic!("the metadata watcher ended: {other:?}"),
+            }
+        };
+        assert_eq!(left.metadata.name.as_deref(), Some("after"));
+        assert_eq!(left.types.unwrap().kind, "PartialObjectMetadata");
+        api.patch(
+            "after",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"managed": "true"}}})),
+        )
+        .await
+        .unwrap();
+    }
+}

@@ -266,6 +266,12 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         Api::<ResourceBinding>::all(client.clone()),
         rb_writer,
         BindingView::of_resource_binding,
+        // Execution's per-cluster status, the largest part of a binding, is never read here.
+        |b: &mut ResourceBinding| {
+            if let Some(status) = b.status.as_mut() {
+                status.aggregated_status = Vec::new();
+            }
+        },
         SyncPart::ResourceBindings,
         gate.clone(),
         shutdown.clone(),
@@ -275,6 +281,11 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         Api::<ClusterResourceBinding>::all(client.clone()),
         crb_writer,
         BindingView::of_cluster_resource_binding,
+        |b: &mut ClusterResourceBinding| {
+            if let Some(status) = b.status.as_mut() {
+                status.aggregated_status = Vec::new();
+            }
+        },
         SyncPart::ClusterResourceBindings,
         gate.clone(),
         shutdown.clone(),

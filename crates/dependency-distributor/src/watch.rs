@@ -91,12 +91,15 @@ impl SyncGate {
     }
 }
 
-/// Watches one binding kind until `shutdown`.
+/// Watches one binding kind until `shutdown`; `trim` removes from each binding what the
+/// distributor never reads before the cache keeps it.
+#[allow(clippy::too_many_arguments)]
 pub async fn watch_bindings<K>(
     ctx: Arc<Context>,
     api: Api<K>,
     mut writer: Writer<K>,
     view_of: fn(&K) -> BindingView,
+    trim: fn(&mut K),
     part: SyncPart,
     gate: SyncGate,
     shutdown: Shutdown,
@@ -107,7 +110,10 @@ pub async fn watch_bindings<K>(
     // managedFields are never read from the cache: keep them out of it.
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|object| kube::ResourceExt::managed_fields_mut(object).clear())
+        .modify(move |object| {
+            kube::ResourceExt::managed_fields_mut(object).clear();
+            trim(object);
+        })
         .boxed();
     let mut listed: HashSet<BindingKey> = HashSet::new();
     loop {
@@ -205,7 +211,8 @@ async fn watch_dependency_kind(ctx: Arc<Context>, api_version: String, kind: Str
         delay = (delay * 2).min(Duration::from_secs(60));
     };
     // Metadata only: a change is turned into a queued key, and Secrets' data never enters this
-    // process through the watch.
+    // process through the watch. `Api<PartialObjectMeta<_>>` lists and watches with the
+    // metadata-only Accept header (`as=PartialObjectMetadata`), so the server sends metadata.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(ctx.client.clone(), &resolved.resource);
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()

@@ -130,6 +130,31 @@ impl BindingApi {
         }
     }
 
+    /// Applies a merge patch to the binding's status, answered with metadata only (the caller
+    /// does not read the answer).
+    pub async fn patch_status_answering_metadata(
+        &self,
+        client: &Client,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), ApiError> {
+        let url_path = match self {
+            BindingApi::Namespaced(api) => api.resource_url(),
+            BindingApi::Cluster(api) => api.resource_url(),
+        };
+        flotilla_runtime::lean::patch(
+            client,
+            url_path,
+            name,
+            Some("status"),
+            &patch_params(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map(|_| ())
+        .map_err(kube_error("patching binding", name))
+    }
+
     /// Applies a merge patch to the binding (`status` = the status subresource).
     pub async fn patch(&self, name: &str, patch: &Value, status: bool) -> Result<BindingView, ApiError> {
         let params = patch_params();
@@ -209,9 +234,17 @@ pub async fn patch_template(
     key: &TemplateKey,
     patch: &Value,
 ) -> Result<bool, ApiError> {
-    match template_api(client, resource, key)
-        .patch(&key.name, &patch_params(), &Patch::Merge(patch))
-        .await
+    // Answered with metadata only: the template is not read back.
+    let url_path = <DynamicObject as kube::Resource>::url_path(resource, key.namespace.as_deref());
+    match flotilla_runtime::lean::patch(
+        client,
+        &url_path,
+        &key.name,
+        None,
+        &patch_params(),
+        &Patch::Merge(patch),
+    )
+    .await
     {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),

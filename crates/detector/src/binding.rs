@@ -144,22 +144,51 @@ pub fn watch_signature(
     spec: &ResourceBindingSpec,
     conditions: &[Condition],
 ) -> u64 {
-    use std::hash::{Hash, Hasher};
     let activated =
         flotilla_api::conditions::find(conditions, flotilla_api::well_known::conditions::POLICY_ACTIVATED)
             .map(|c| (&c.status, &c.reason, &c.message, c.observed_generation));
-    let read = json!({
-        "uid": metadata.uid,
-        "deleting": metadata.deletion_timestamp.is_some(),
-        "labels": metadata.labels,
-        "annotations": metadata.annotations,
-        "ownerReferences": metadata.owner_references,
-        "spec": owned_fields(spec),
-        "activated": activated,
-    });
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    read.to_string().hash(&mut hasher);
-    hasher.finish()
+    // The detector-owned fields (OWNED_SPEC_FIELDS), by reference.
+    let owned = (
+        &spec.resource,
+        spec.replicas,
+        &spec.replica_requirements,
+        &spec.placement,
+        spec.propagate_deps,
+        &spec.conflict_resolution,
+        &spec.suspension,
+        spec.preserve_resources_on_deletion,
+        &spec.scheduler_name,
+        &spec.failover,
+    );
+    signature_of(&(
+        &metadata.uid,
+        metadata.deletion_timestamp.is_some(),
+        &metadata.labels,
+        &metadata.annotations,
+        &metadata.owner_references,
+        owned,
+        activated,
+    ))
+}
+
+/// A hash of `value`'s JSON, computed as it is written (no string or JSON tree is built): the
+/// watch signatures are taken on every watch event.
+pub fn signature_of(value: &impl serde::Serialize) -> u64 {
+    use std::hash::Hasher;
+    struct HashWriter(std::collections::hash_map::DefaultHasher);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(std::collections::hash_map::DefaultHasher::new());
+    // Writing to a hasher cannot fail; a value that cannot be serialized hashes what was written.
+    let _ = serde_json::to_writer(&mut writer, value);
+    writer.0.finish()
 }
 
 /// The binding spec the detector wants for `template` under `policy`. `resource_version` is
@@ -410,6 +439,40 @@ mod tests {
                 ..Default::default()
             },
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn watch_signature_covers_every_detector_owned_spec_field() {
+        // A spec with every owned field set; each field copied alone onto an empty spec must
+        // move the signature, and the other writers' fields must not.
+        let full: Value = json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "replicas": 3,
+            "replicaRequirements": {"resourceRequest": {"cpu": "1"}},
+            "placement": {"clusterAffinity": {"clusterNames": ["member1"]}},
+            "propagateDeps": true,
+            "conflictResolution": "Overwrite",
+            "suspension": {"dispatching": true},
+            "preserveResourcesOnDeletion": true,
+            "schedulerName": "other",
+            "failover": {"application": {"decisionConditions": {"tolerationSeconds": 30}}},
+            "clusters": [{"name": "member1", "replicas": 3}],
+            "requiredBy": [{"namespace": "ns", "name": "b", "clusters": [{"name": "member1", "replicas": 0}]}],
+        });
+        let metadata = Default::default();
+        let minimal = json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "a"}});
+        let with = |field: &str| -> ResourceBindingSpec {
+            let mut spec = minimal.clone();
+            spec[field] = full[field].clone();
+            serde_json::from_value(spec).unwrap()
+        };
+        let base = watch_signature(&metadata, &serde_json::from_value(minimal.clone()).unwrap(), &[]);
+        for field in OWNED_SPEC_FIELDS {
+            assert_ne!(watch_signature(&metadata, &with(field), &[]), base, "{field}");
+        }
+        for other in ["clusters", "requiredBy"] {
+            assert_eq!(watch_signature(&metadata, &with(other), &[]), base, "{other}");
         }
     }
 

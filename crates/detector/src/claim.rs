@@ -77,26 +77,46 @@ impl Claim {
         )
     }
 
+    /// Whether typed metadata carries the claim of the policy `key` with permanent id `uid`:
+    /// [`Claim::read_metadata`] compared in place, without copying the claim out (the policy
+    /// counts ask this of every cached template).
+    pub fn is_claimed_by(metadata: &ObjectMeta, key: &PolicyKey, uid: &str) -> bool {
+        let labels = metadata.labels.as_ref();
+        let annotations = metadata.annotations.as_ref();
+        let found = read_parts(
+            |k| labels.and_then(|m| m.get(k)).map(String::as_str),
+            |k| annotations.and_then(|m| m.get(k)).map(String::as_str),
+        );
+        match found {
+            Some(ClaimParts::PropagationPolicy { namespace, name, id }) => {
+                key.kind == PolicyKind::PropagationPolicy
+                    && key.namespace.as_deref() == Some(namespace)
+                    && key.name == name
+                    && id == uid
+            }
+            Some(ClaimParts::ClusterPropagationPolicy { name, id }) => {
+                key.kind == PolicyKind::ClusterPropagationPolicy && key.name == name && id == uid
+            }
+            None => false,
+        }
+    }
+
     /// The claim from two lookups, one for labels and one for annotations.
     fn read_with<'a>(
         label: impl Fn(&str) -> Option<&'a str>,
         annotation: impl Fn(&str) -> Option<&'a str>,
     ) -> Option<Self> {
-        let present = |value: Option<&'a str>| value.filter(|v| !v.is_empty()).map(str::to_owned);
-        if let (Some(namespace), Some(name), Some(id)) = (
-            present(annotation(PROPAGATION_POLICY_NAMESPACE_ANNOTATION)),
-            present(annotation(PROPAGATION_POLICY_NAME_ANNOTATION)),
-            present(label(PROPAGATION_POLICY_PERMANENT_ID_LABEL)),
-        ) {
-            return Some(Claim::PropagationPolicy { namespace, name, id });
-        }
-        if let (Some(name), Some(id)) = (
-            present(annotation(CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION)),
-            present(label(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)),
-        ) {
-            return Some(Claim::ClusterPropagationPolicy { name, id });
-        }
-        None
+        Some(match read_parts(label, annotation)? {
+            ClaimParts::PropagationPolicy { namespace, name, id } => Claim::PropagationPolicy {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                id: id.to_owned(),
+            },
+            ClaimParts::ClusterPropagationPolicy { name, id } => Claim::ClusterPropagationPolicy {
+                name: name.to_owned(),
+                id: id.to_owned(),
+            },
+        })
     }
 
     /// Reads the claim of an object given as JSON.
@@ -127,6 +147,42 @@ impl Claim {
             Claim::PropagationPolicy { id, .. } | Claim::ClusterPropagationPolicy { id, .. } => id,
         }
     }
+}
+
+/// A claim as borrowed from an object's labels and annotations.
+enum ClaimParts<'a> {
+    PropagationPolicy {
+        namespace: &'a str,
+        name: &'a str,
+        id: &'a str,
+    },
+    ClusterPropagationPolicy {
+        name: &'a str,
+        id: &'a str,
+    },
+}
+
+/// Reads a claim from two lookups, one for labels and one for annotations; a PropagationPolicy
+/// claim wins when (wrongly) both are present, as in Karmada.
+fn read_parts<'a>(
+    label: impl Fn(&str) -> Option<&'a str>,
+    annotation: impl Fn(&str) -> Option<&'a str>,
+) -> Option<ClaimParts<'a>> {
+    let present = |value: Option<&'a str>| value.filter(|v| !v.is_empty());
+    if let (Some(namespace), Some(name), Some(id)) = (
+        present(annotation(PROPAGATION_POLICY_NAMESPACE_ANNOTATION)),
+        present(annotation(PROPAGATION_POLICY_NAME_ANNOTATION)),
+        present(label(PROPAGATION_POLICY_PERMANENT_ID_LABEL)),
+    ) {
+        return Some(ClaimParts::PropagationPolicy { namespace, name, id });
+    }
+    if let (Some(name), Some(id)) = (
+        present(annotation(CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION)),
+        present(label(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)),
+    ) {
+        return Some(ClaimParts::ClusterPropagationPolicy { name, id });
+    }
+    None
 }
 
 /// Desired values of the metadata keys the detector owns on one object: `Some` sets a key,
@@ -236,6 +292,27 @@ mod tests {
         let metadata: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
         let claim = Claim::read_object(object);
         assert_eq!(Claim::read_metadata(&metadata), claim, "{object}");
+        // The in-place check agrees: true for exactly the claim read, false for any other
+        // policy key or id.
+        let keys = [
+            PolicyKey::propagation("default", "pp"),
+            PolicyKey::propagation("other", "pp"),
+            PolicyKey::propagation("default", "cpp"),
+            PolicyKey::cluster("cpp"),
+            PolicyKey::cluster("pp"),
+        ];
+        for key in &keys {
+            for uid in ["uid-1", "uid-2", ""] {
+                let expected = claim
+                    .as_ref()
+                    .is_some_and(|c| c.policy_key() == *key && c.id() == uid);
+                assert_eq!(
+                    Claim::is_claimed_by(&metadata, key, uid),
+                    expected,
+                    "{object} {key:?} {uid}"
+                );
+            }
+        }
         claim
     }
 

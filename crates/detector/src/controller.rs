@@ -10,7 +10,7 @@
 //! change take effect.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,14 @@ impl Synced {
     }
 }
 
+/// How often policies whose templates changed get their status (the counts) refreshed, at most.
+const STATUS_REFRESH_PERIOD: Duration = Duration::from_millis(500);
+
+/// Status refreshes driven by template changes are at least this many times as far apart as a
+/// count of the templates takes, so counting costs at most this share of one core whatever
+/// the number of templates.
+const STATUS_REFRESH_COST_FACTOR: u32 = 20;
+
 /// kubectl's client-side apply record: as large as the template, never read by the detector
 /// (the content's fingerprint is taken before the cache drops it).
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -162,6 +170,12 @@ pub struct Detector {
     /// [`watch_signature`] of every cached binding by `(namespace, name)`: a binding event
     /// requeues its template only when it moved (an optimisation: the cache and the API decide).
     binding_signatures: Mutex<HashMap<(Option<String>, String), u64>>,
+    /// [`crate::policy::watch_signature`] of every cached policy: a policy event queues the
+    /// policy only when it moved (status writes do not; an optimisation like the above).
+    policy_signatures: Mutex<HashMap<PolicyKey, u64>>,
+    /// How long the last count of a policy's templates took, in microseconds: status refreshes
+    /// driven by template changes are spaced by [`STATUS_REFRESH_COST_FACTOR`] times it.
+    counts_cost_micros: AtomicU64,
     /// The content of every cached template (the caches hold metadata only; see
     /// [`crate::content`]).
     contents: Contents,
@@ -224,6 +238,8 @@ impl Detector {
             views: RwLock::default(),
             fanned_out: Mutex::default(),
             binding_signatures: Mutex::default(),
+            policy_signatures: Mutex::default(),
+            counts_cost_micros: AtomicU64::new(0),
             contents: Contents::default(),
             templates: WorkQueue::default(),
             policies: WorkQueue::default(),
@@ -293,8 +309,10 @@ impl Detector {
             Api::<PropagationPolicy>::all(self.client.clone()),
             pp,
             move |event| match event {
-                Change::Applied(policy) => this.policy_changed(policy_key_of_pp(policy)),
-                Change::Deleted(policy) => this.policy_changed(policy_key_of_pp(policy)),
+                Change::Applied(policy) => {
+                    this.policy_applied(policy_key_of_pp(policy), &policy.metadata, &policy.spec)
+                }
+                Change::Deleted(policy) => this.policy_deleted(policy_key_of_pp(policy)),
                 Change::Synced => {
                     this.synced.propagation_policies.store(true, Ordering::Release);
                     this.resync_policies();
@@ -309,7 +327,12 @@ impl Detector {
             Api::<ClusterPropagationPolicy>::all(self.client.clone()),
             cpp,
             move |event| match event {
-                Change::Applied(policy) | Change::Deleted(policy) => this.policy_changed(PolicyKey::cluster(
+                Change::Applied(policy) => this.policy_applied(
+                    PolicyKey::cluster(policy.metadata.name.clone().unwrap_or_default()),
+                    &policy.metadata,
+                    &policy.spec.0,
+                ),
+                Change::Deleted(policy) => this.policy_deleted(PolicyKey::cluster(
                     policy.metadata.name.clone().unwrap_or_default(),
                 )),
                 Change::Synced => {
@@ -716,6 +739,30 @@ impl Detector {
         self.binding_changed(resource);
     }
 
+    /// A policy was created or changed: queued unless only its status (or resourceVersion)
+    /// moved; its view is rebuilt either way.
+    fn policy_applied(&self, key: PolicyKey, metadata: &ObjectMeta, spec: &PropagationSpec) {
+        let signature = crate::policy::watch_signature(metadata, spec);
+        let previous = self
+            .policy_signatures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), signature);
+        if previous == Some(signature) {
+            self.rebuild_view(&key);
+        } else {
+            self.policy_changed(key);
+        }
+    }
+
+    fn policy_deleted(&self, key: PolicyKey) {
+        self.policy_signatures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        self.policy_changed(key);
+    }
+
     fn policy_changed(&self, key: PolicyKey) {
         self.rebuild_view(&key);
         self.policies.add(key);
@@ -1112,13 +1159,23 @@ impl Detector {
             return;
         }
         let mut last_resync = Instant::now();
+        let mut last_refresh: Option<Instant> = None;
         loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let dirty: Vec<PolicyKey> =
+            tokio::time::sleep(STATUS_REFRESH_PERIOD).await;
+            // A refresh counts every cached template: spaced so that counting takes at most
+            // 1/STATUS_REFRESH_COST_FACTOR of the time, however many templates there are.
+            let cost = Duration::from_micros(self.counts_cost_micros.load(Ordering::Relaxed));
+            let spacing = STATUS_REFRESH_PERIOD.max(cost * STATUS_REFRESH_COST_FACTOR);
+            let due = last_refresh.is_none_or(|at| at.elapsed() >= spacing);
+            let dirty: Vec<PolicyKey> = if due {
                 std::mem::take(&mut *self.status_dirty.lock().unwrap_or_else(|p| p.into_inner()))
                     .into_iter()
-                    .collect();
+                    .collect()
+            } else {
+                Vec::new()
+            };
             if !dirty.is_empty() {
+                last_refresh = Some(Instant::now());
                 for key in dirty {
                     self.policies.add(key);
                 }
@@ -1377,8 +1434,11 @@ impl Detector {
                 "metadata": {"resourceVersion": binding.resource_version},
                 "status": {"conditions": conditions},
             });
-            match api.patch(&binding.name, &patch, true).await {
-                Ok(_) => {
+            match api
+                .patch_status_answering_metadata(&self.client, &binding.name, &patch)
+                .await
+            {
+                Ok(()) => {
                     metrics().binding_write("status");
                     return Ok(());
                 }
@@ -1543,9 +1603,18 @@ impl Detector {
 
     /// The policy's template counts from the caches. Runs over every cached template each
     /// time a policy's status is refreshed, so it reads the cached objects in place: no
-    /// metadata converted to JSON, no binding view built (this scan was 3/4 of the detector's
-    /// CPU in a 4,000-template run before).
+    /// metadata converted to JSON or claim copied out, no binding view built (this scan was 3/4
+    /// of the detector's CPU in a 4,000-template run before). Records how long it took, which
+    /// spaces the refreshes (see `upkeep`).
     fn counts(&self, view: &PolicyView) -> Counts {
+        let started = Instant::now();
+        let counts = self.count_templates(view);
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.counts_cost_micros.store(micros, Ordering::Relaxed);
+        counts
+    }
+
+    fn count_templates(&self, view: &PolicyView) -> Counts {
         let kinds: Vec<(Gvk, Arc<KindWatch>)> = self
             .read_kinds()
             .iter()
@@ -1555,10 +1624,7 @@ impl Detector {
         let mut counts = Counts::default();
         for (gvk, watch) in kinds {
             for object in watch.store.state() {
-                let Some(claim) = Claim::read_metadata(&object.metadata) else {
-                    continue;
-                };
-                if claim.id() != view.uid || claim.policy_key() != view.key {
+                if !Claim::is_claimed_by(&object.metadata, &view.key, &view.uid) {
                     continue;
                 }
                 counts.bound += 1;
@@ -1720,8 +1786,12 @@ impl Detector {
         match result {
             Ok(resource_version) => Ok(resource_version),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-            // A newer version is on its way through the watch, which queues the policy again.
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+            // A newer version is on its way through the watch; a status-only change does not
+            // queue the policy (see `policy_applied`), so the next refresh writes it.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                self.mark_status_dirty(Some(key.clone()));
+                Ok(None)
+            }
             // An API server that validates the whole object on status writes refuses any
             // status of a policy whose stored spec is invalid; retrying cannot help. The
             // Warning event and the log still report the problem.

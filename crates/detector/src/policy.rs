@@ -121,6 +121,22 @@ pub fn desired_status(
     status
 }
 
+/// What a policy's reconcile acts on, hashed: the policy without `status`,
+/// `metadata.resourceVersion` and `metadata.managedFields`. A policy event that leaves it equal
+/// is a status write (the detector's own: the counts, refreshed while templates are being
+/// claimed) and does not queue the policy again; otherwise each count refresh would trigger
+/// another count of every cached template and, the counts having moved meanwhile, another
+/// status write, round after round while templates are processed. The view is rebuilt from
+/// every event regardless (it reads the recorded revisions from the status).
+pub fn watch_signature(metadata: &ObjectMeta, spec: &PropagationSpec) -> u64 {
+    let metadata = ObjectMeta {
+        resource_version: None,
+        managed_fields: None,
+        ..metadata.clone()
+    };
+    crate::binding::signature_of(&(&metadata, spec))
+}
+
 #[cfg(test)]
 mod tests {
     use flotilla_api::policy::ResourceSelector;
@@ -176,6 +192,34 @@ mod tests {
         assert!(view.deleting);
         assert_eq!(view.deleted_at, Some(Revision::from(77)));
         assert_eq!(view.key, PolicyKey::cluster("c"));
+    }
+
+    #[test]
+    fn watch_signature_ignores_status_and_resource_version_only() {
+        let base = watch_signature(&meta(), &spec("Deployment"));
+        // A status write moves the resourceVersion only.
+        let mut written = meta();
+        written.resource_version = Some("41".into());
+        assert_eq!(watch_signature(&written, &spec("Deployment")), base);
+        // Everything else the reconcile reads moves it.
+        let mut generation = meta();
+        generation.generation = Some(4);
+        let mut labelled = meta();
+        labelled.labels = Some([("k".to_owned(), "v".to_owned())].into());
+        let mut finalized = meta();
+        finalized.finalizers = Some(vec!["karmada.io/propagation-policy-controller".into()]);
+        let mut deleting = meta();
+        deleting.deletion_timestamp = Some(Time(ts(1)));
+        let mut recreated = meta();
+        recreated.uid = Some("u2".into());
+        for changed in [generation, labelled, finalized, deleting, recreated] {
+            assert_ne!(
+                watch_signature(&changed, &spec("Deployment")),
+                base,
+                "{changed:?}"
+            );
+        }
+        assert_ne!(watch_signature(&meta(), &spec("StatefulSet")), base);
     }
 
     #[test]

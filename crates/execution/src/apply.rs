@@ -204,7 +204,7 @@ pub async fn reconcile_work(
             let _span = span.entered();
             tracing::debug!("dispatching suspended; member left alone");
         }
-        return write_work_status(&api, &work, status).await;
+        return write_work_status(ctx, &work, status).await;
     }
     conditions::set(
         &mut status.conditions,
@@ -238,7 +238,7 @@ pub async fn reconcile_work(
                 generation,
                 now,
             );
-            write_work_status(&api, &work, status).await?;
+            write_work_status(ctx, &work, status).await?;
             return Err(error);
         }
     };
@@ -277,7 +277,7 @@ pub async fn reconcile_work(
             ..r.status.clone()
         })
         .collect();
-    write_work_status(&api, &work, status).await?;
+    write_work_status(ctx, &work, status).await?;
     match results
         .into_iter()
         .map(|r| r.outcome)
@@ -352,21 +352,30 @@ async fn is_orphan(ctx: &Context, work: &Work) -> Result<bool, ExecutionError> {
     }
 }
 
-async fn write_work_status(api: &Api<Work>, work: &Work, status: WorkStatus) -> Result<(), ExecutionError> {
+/// Writes a Work's status (answered with metadata only: the Work's manifests are not read
+/// back).
+async fn write_work_status(ctx: &Context, work: &Work, status: WorkStatus) -> Result<(), ExecutionError> {
     if work.status.as_ref() == Some(&status) || (work.status.is_none() && status == WorkStatus::default()) {
         return Ok(());
     }
+    let namespace = work.namespace().unwrap_or_default();
     let patch = json!({
         "metadata": {"resourceVersion": work.resource_version()},
         "status": {"conditions": status.conditions, "manifestStatuses": status.manifest_statuses},
     });
-    api.patch_status(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(ExecutionError::control_plane(format!(
-            "write the status of Work {}/{}",
-            work.namespace().unwrap_or_default(),
-            work.name_any()
-        )))?;
+    flotilla_runtime::lean::patch(
+        &ctx.client,
+        &Work::url_path(&(), Some(&namespace)),
+        &work.name_any(),
+        Some("status"),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(ExecutionError::control_plane(format!(
+        "write the status of Work {namespace}/{}",
+        work.name_any()
+    )))?;
     Ok(())
 }
 

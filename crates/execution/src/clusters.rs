@@ -273,8 +273,12 @@ pub fn member_error(cluster: &str, action: impl Into<String>, error: kube::Error
 
 /// Makes sure the member objects of `kind` carrying `karmada.io/managed=true` are watched in
 /// `member`, so a drifted or deleted object re-queues its Work at once. The watch asks for
-/// metadata only (`PartialObjectMetadata`): the Work's annotations are all it reads, and whole
-/// objects would cost the member API server and this service a serialization each.
+/// metadata only: the Work's annotations are all it reads, and whole objects would cost the
+/// member API server and this service a serialization each. An `Api<PartialObjectMeta<_>>`
+/// lists and watches with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
+/// (kube >= 3.1; kube-runtime's deprecated `metadata_watcher` sends the same requests), so the
+/// server sends metadata, not whole objects (`crates/apiserver/tests/kube_client.rs`,
+/// `metadata_only_list_and_watch`).
 pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberClient, kind: &Kind) {
     let key = (kind.resource.api_version.clone(), kind.resource.kind.clone());
     let mut watches = member.watches();

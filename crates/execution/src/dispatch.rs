@@ -78,19 +78,26 @@ fn binding_api(ctx: &Context, key: &BindingKey) -> Api<DynamicObject> {
     }
 }
 
-/// Reads the binding `key` from the API (not the cache: a Dispatch call follows a write).
+/// The collection path of binding `key`'s kind (in its namespace).
+fn binding_url_path(key: &BindingKey) -> String {
+    match key.kind {
+        BindingKind::ResourceBinding => ResourceBinding::url_path(&(), Some(&key.namespace)),
+        BindingKind::ClusterResourceBinding => ClusterResourceBinding::url_path(&(), None),
+    }
+}
+
+/// Reads the binding `key` from the API (not the cache: a Dispatch call follows a write),
+/// decoding the response straight into a [`BindingObject`] (one decode, not a dynamic object
+/// converted twice).
 pub async fn get_binding(ctx: &Context, key: &BindingKey) -> Result<Option<BindingObject>, ExecutionError> {
-    let object = binding_api(ctx, key)
-        .get_opt(&key.name)
-        .await
-        .map_err(ExecutionError::control_plane(format!("read {key}")))?;
-    object
-        .map(|o| {
-            serde_json::to_value(o)
-                .and_then(serde_json::from_value::<BindingObject>)
-                .map_err(|e| ExecutionError::NotReady(format!("{key} cannot be read: {e}")))
-        })
-        .transpose()
+    let request = kube::core::Request::new(binding_url_path(key))
+        .get(&key.name, &kube::api::GetParams::default())
+        .map_err(|e| ExecutionError::NotReady(format!("{key} cannot be read: {e}")))?;
+    match ctx.client.request::<BindingObject>(request).await {
+        Ok(binding) => Ok(Some(binding)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(ExecutionError::control_plane(format!("read {key}"))(error)),
+    }
 }
 
 /// The binding a Work belongs to, from its labels and annotations.
@@ -526,9 +533,12 @@ pub(crate) async fn apply_work(
         "spec": desired.spec,
     });
     ensure_execution_namespace(ctx, &desired.namespace).await?;
-    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &desired.namespace);
-    api.patch(
+    // Answered with metadata only: the Work's manifests are not read back.
+    flotilla_runtime::lean::patch(
+        &ctx.client,
+        &Work::url_path(&(), Some(&desired.namespace)),
         &desired.name,
+        None,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&body),
     )
@@ -760,12 +770,18 @@ async fn write_status(
             "metadata": {"resourceVersion": binding.metadata.resource_version},
             "status": {"conditions": status.conditions, "aggregatedStatus": status.aggregated_status},
         });
-        binding_api(ctx, key)
-            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(ExecutionError::control_plane(format!(
-                "write the status of {key}"
-            )))?;
+        flotilla_runtime::lean::patch(
+            &ctx.client,
+            &binding_url_path(key),
+            &key.name,
+            Some("status"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "write the status of {key}"
+        )))?;
         if let Some((type_, reason, message)) = override_event {
             ctx.event(
                 &binding_ref(key, binding),
@@ -810,20 +826,21 @@ async fn write_template_status(
             "discover {}",
             resource.kind
         )))?;
-    let api = kind.api(&ctx.client, resource.namespace.as_deref().unwrap_or(""));
     let patch = json!({
         "metadata": {"resourceVersion": template.get("metadata").and_then(|m| m.get("resourceVersion"))},
         "status": diff,
     });
     let action = format!("write the status of {} {}", resource.kind, resource.name);
-    let result = if kind.has_status {
-        api.patch_status(&resource.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-    } else {
-        api.patch(&resource.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-    };
-    result.map_err(ExecutionError::control_plane(action))?;
+    flotilla_runtime::lean::patch(
+        &ctx.client,
+        &kind.url_path(resource.namespace.as_deref().unwrap_or("")),
+        &resource.name,
+        kind.has_status.then_some("status"),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(ExecutionError::control_plane(action))?;
     Ok(())
 }
 

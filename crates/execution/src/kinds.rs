@@ -41,6 +41,13 @@ impl Kind {
         }
     }
 
+    /// The collection path of objects of this kind in `namespace` (ignored for cluster-scoped
+    /// kinds), as writes address it.
+    pub fn url_path(&self, namespace: &str) -> String {
+        use kube::Resource;
+        DynamicObject::url_path(&self.resource, self.namespaced.then_some(namespace))
+    }
+
     /// An API handle across every namespace.
     pub fn api_all(&self, client: &Client) -> kube::Api<DynamicObject> {
         kube::Api::all_with(client.clone(), &self.resource)

@@ -14,6 +14,7 @@
 //! - [`membership`]: replica membership on Leases and ownership of keys, for sharded services;
 //! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership);
 //! - [`requests`]: counting the requests each service sends to the control-plane API;
+//! - [`lean`]: writes answered with the written object's metadata only;
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues.
 
@@ -21,6 +22,7 @@ pub mod api_probe;
 pub mod feature_gates;
 pub mod grpc;
 pub mod leader;
+pub mod lean;
 pub mod lease;
 pub mod membership;
 pub mod ops;

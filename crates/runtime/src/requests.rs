@@ -1,13 +1,15 @@
 //! Counting the requests a service sends to the control-plane API.
 //!
 //! Every service's kube client goes through [`CountRequests`], which adds one to
-//! `flotilla_control_plane_requests_total{verb, group, resource}` per request. `flotilla bench`
-//! reads it to report where the control plane's writes come from (writes per member object),
-//! and operators can alert on a service that starts writing more than its work needs.
+//! `flotilla_control_plane_requests_total{verb, group, resource, code}` per request once it is
+//! answered. `flotilla bench` reads it to report where the control plane's writes come from
+//! (writes per member object, and how many of them lost a conflict), and operators can alert on
+//! a service that starts writing more than its work needs.
 //!
 //! `verb` follows the API server's audit vocabulary: `get`, `list`, `watch`, `create`,
 //! `update`, `patch`, `delete`, `deletecollection`; `resource` carries the subresource as
-//! `works/status`; `group` is empty for the core group.
+//! `works/status`; `group` is empty for the core group; `code` is the response's HTTP status
+//! (`200`, `409`, ...) or `error` when none came (connection failures, timeouts).
 
 use std::sync::OnceLock;
 
@@ -25,6 +27,8 @@ pub struct RequestLabels {
     pub group: String,
     /// The resource, `resource/subresource` for a subresource.
     pub resource: String,
+    /// The response's HTTP status, or `error` when none came.
+    pub code: String,
 }
 
 fn family() -> &'static Family<RequestLabels, Counter> {
@@ -89,26 +93,69 @@ pub fn classify(method: &http::Method, path: &str, watch: bool) -> Option<Reques
             Some(sub) => format!("{resource}/{sub}"),
             None => resource.to_owned(),
         },
+        code: String::new(),
     })
 }
 
-fn count<B>(request: http::Request<B>) -> http::Request<B> {
+fn labels_of<B>(request: &http::Request<B>) -> Option<RequestLabels> {
     let watch = request
         .uri()
         .query()
         .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
-    if let Some(labels) = classify(request.method(), request.uri().path(), watch) {
-        family().get_or_create(&labels).inc();
-    }
-    request
+    classify(request.method(), request.uri().path(), watch)
 }
 
-/// The tower layer counting every request of a kube client.
-pub type CountRequests<B> = tower::util::MapRequestLayer<fn(http::Request<B>) -> http::Request<B>>;
+/// The tower layer counting every request of a kube client, by its answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CountRequests;
+
+impl<S> tower::Layer<S> for CountRequests {
+    type Service = CountedService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CountedService { inner }
+    }
+}
+
+/// A service whose requests are counted ([`CountRequests`]).
+#[derive(Clone, Debug)]
+pub struct CountedService<S> {
+    inner: S,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for CountedService<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let labels = labels_of(&request);
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            if let Some(mut labels) = labels {
+                labels.code = match &result {
+                    Ok(response) => response.status().as_u16().to_string(),
+                    Err(_) => "error".to_owned(),
+                };
+                family().get_or_create(&labels).inc();
+            }
+            result
+        })
+    }
+}
 
 /// A [`CountRequests`] layer.
-pub fn count_requests<B>() -> CountRequests<B> {
-    tower::util::MapRequestLayer::new(count::<B> as fn(http::Request<B>) -> http::Request<B>)
+pub fn count_requests() -> CountRequests {
+    CountRequests
 }
 
 #[cfg(test)]
@@ -194,6 +241,46 @@ mod tests {
             labels(Method::PUT, "/api/v1/namespaces/ns/finalize", false),
             expect("update", "", "namespaces/finalize")
         );
+    }
+
+    #[test]
+    fn requests_are_counted_by_their_answer() {
+        use tower::{Layer, Service};
+        let counted = |code: &str| {
+            family()
+                .get_or_create(&RequestLabels {
+                    verb: "patch".into(),
+                    group: "work.karmada.io".into(),
+                    resource: "resourcebindings/status".into(),
+                    code: code.into(),
+                })
+                .get()
+        };
+        let (ok, conflict, error) = (counted("200"), counted("409"), counted("error"));
+        let mut service =
+            count_requests().layer(tower::service_fn(|request: http::Request<()>| async move {
+                match request.uri().query() {
+                    Some("fail") => Err("connection refused"),
+                    Some(code) => Ok(http::Response::builder()
+                        .status(code.parse::<u16>().unwrap_or(500))
+                        .body(())
+                        .unwrap_or_default()),
+                    None => Ok(http::Response::new(())),
+                }
+            }));
+        for query in ["", "?409", "?409", "?fail"] {
+            let request = http::Request::builder()
+                .method(Method::PATCH)
+                .uri(format!(
+                    "/apis/work.karmada.io/v1alpha2/namespaces/ns/resourcebindings/b/status{query}"
+                ))
+                .body(())
+                .unwrap_or_default();
+            let _ = futures::executor::block_on(service.call(request));
+        }
+        assert_eq!(counted("200") - ok, 1);
+        assert_eq!(counted("409") - conflict, 2);
+        assert_eq!(counted("error") - error, 1);
     }
 
     #[test]

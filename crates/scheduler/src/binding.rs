@@ -22,6 +22,12 @@ pub trait BindingObject:
     /// The binding's status, if it has one.
     fn binding_status(&self) -> Option<&ResourceBindingStatus>;
 
+    /// The binding's spec, to record a write (see [`crate::reconcile`]).
+    fn binding_spec_mut(&mut self) -> &mut ResourceBindingSpec;
+
+    /// The binding's status, to record a write.
+    fn binding_status_mut(&mut self) -> &mut Option<ResourceBindingStatus>;
+
     /// The API for bindings of this kind in `namespace` (ignored for cluster-scoped bindings).
     fn api(client: Client, namespace: Option<&str>) -> Api<Self>;
 
@@ -57,6 +63,14 @@ impl BindingObject for ResourceBinding {
         self.status.as_ref()
     }
 
+    fn binding_spec_mut(&mut self) -> &mut ResourceBindingSpec {
+        &mut self.spec
+    }
+
+    fn binding_status_mut(&mut self) -> &mut Option<ResourceBindingStatus> {
+        &mut self.status
+    }
+
     fn api(client: Client, namespace: Option<&str>) -> Api<Self> {
         Api::namespaced(client, namespace.unwrap_or("default"))
     }
@@ -71,6 +85,14 @@ impl BindingObject for ClusterResourceBinding {
 
     fn binding_status(&self) -> Option<&ResourceBindingStatus> {
         self.status.as_ref()
+    }
+
+    fn binding_spec_mut(&mut self) -> &mut ResourceBindingSpec {
+        &mut self.spec
+    }
+
+    fn binding_status_mut(&mut self) -> &mut Option<ResourceBindingStatus> {
+        &mut self.status
     }
 
     fn api(client: Client, _namespace: Option<&str>) -> Api<Self> {

@@ -46,6 +46,23 @@ const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(10);
 /// when it is (a check a moment early would find nothing due and wait for the resync).
 const DEADLINE_SLACK: Duration = Duration::from_millis(100);
 
+/// How long the watch leaves a binding that was never scheduled to the `Schedule` call of its
+/// creator. The detector creates a binding, writes its `PolicyActivated` condition and then
+/// calls `Schedule`; scheduling from the create event at once would race that condition write
+/// (one of the two writes loses with 409 Conflict and is repeated after a re-read, which was
+/// a fifth of all failed writes in the throughput benchmark). The call is the fast path; the
+/// watch still schedules the binding after this grace when no call came.
+const FIRST_SCHEDULE_GRACE: Duration = Duration::from_millis(250);
+
+/// Whether the watch waits [`FIRST_SCHEDULE_GRACE`] before scheduling `binding`: it was never
+/// scheduled (no `status.schedulerObservedGeneration`).
+fn awaits_first_schedule<K: BindingObject>(binding: &K) -> bool {
+    binding
+        .binding_status()
+        .and_then(|s| s.scheduler_observed_generation)
+        .is_none()
+}
+
 /// When a watch-triggered binding is looked at again without events: soon when it is
 /// unschedulable, at its next failover deadline (toleration, grace period), else at the resync.
 fn next_attempt(report: &crate::reconcile::Report) -> Duration {
@@ -91,14 +108,29 @@ pub fn start<K: BindingObject>(
     let mut background = JoinSet::new();
     {
         let queue = queue.clone();
-        background.spawn(flotilla_runtime::watch::run(
+        let ctx = ctx.clone();
+        background.spawn(flotilla_runtime::watch::run_trimmed(
             Api::<K>::all(client),
             writer,
+            // Of execution's per-cluster status (never written here: the status patch names the
+            // scheduler's fields only) failover reads whether each cluster applied and its health;
+            // the member objects' statuses, the largest part of a binding, are never read.
+            |binding: &mut K| {
+                if let Some(status) = binding.binding_status_mut() {
+                    for item in &mut status.aggregated_status {
+                        item.status = None;
+                        item.applied_message = None;
+                    }
+                }
+            },
             move |change| {
                 match change {
+                    Change::Applied(binding) if awaits_first_schedule(binding) => {
+                        queue.add_after(binding.key(), FIRST_SCHEDULE_GRACE)
+                    }
                     Change::Applied(binding) => queue.add(binding.key()),
                     // Nothing to schedule; a retry or resync already queued finds it gone.
-                    Change::Deleted(_) => {}
+                    Change::Deleted(binding) => ctx.attempts.forget(&binding.key()),
                     // Every listed binding was reported (and queued) before this.
                     Change::Synced => {
                         synced_tx.send_replace(true);
@@ -246,6 +278,25 @@ mod tests {
         due.next_check = Some(Duration::from_secs(3600));
         due.unschedulable = None;
         assert_eq!(next_attempt(&due), RESYNC);
+    }
+
+    #[test]
+    fn only_never_scheduled_bindings_wait_for_their_creators_call() {
+        let mut binding = flotilla_api::ResourceBinding::new("web-deployment", Default::default());
+        assert!(awaits_first_schedule(&binding), "no status yet");
+        binding.status = Some(Default::default());
+        assert!(
+            awaits_first_schedule(&binding),
+            "a status without the scheduler's fields"
+        );
+        if let Some(status) = binding.status.as_mut() {
+            status.scheduler_observed_generation = Some(1);
+        }
+        assert!(
+            !awaits_first_schedule(&binding),
+            "scheduled once: changes go at once"
+        );
+        const { assert!(FIRST_SCHEDULE_GRACE.as_millis() < 1000) };
     }
 
     #[test]

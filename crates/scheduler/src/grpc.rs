@@ -36,7 +36,7 @@ impl ScheduleService {
 pub fn response(report: &Report) -> ScheduleResponse {
     let outcome = match report.outcome {
         Outcome::Scheduled => v1::Outcome::Done,
-        Outcome::Unchanged | Outcome::Skipped => v1::Outcome::Unchanged,
+        Outcome::Unchanged | Outcome::Skipped | Outcome::Stale => v1::Outcome::Unchanged,
         Outcome::NotFound => v1::Outcome::NotFound,
     };
     ScheduleResponse {

@@ -80,7 +80,8 @@
 //!   graceful eviction as one pure decision: which clusters a binding is evicted from, which of
 //!   its `gracefulEvictionTasks` end (`docs/failover.md`);
 //! - [`reconcile`] — reading, deciding and writing one binding with resourceVersion
-//!   preconditions, retrying on conflicts, so concurrent replicas agree;
+//!   preconditions, retrying on conflicts, so concurrent replicas agree; [`attempts`] — one
+//!   attempt per binding at a time in a process, watch copies older than what it wrote skipped;
 //! - [`controller`] — the watches; [`inventory`] — the clusters as the algorithm sees them;
 //! - [`grpc`] — the `Schedule` handler; [`peers`] — `Dispatch` and `SyncDependencies` after a new
 //!   result; [`metrics`]; [`service`] — flags and wiring; [`binding`] — the two binding kinds.
@@ -96,6 +97,7 @@ mod schedule;
 mod strategy;
 mod webster;
 
+pub mod attempts;
 pub mod binding;
 pub mod controller;
 pub mod decision;

@@ -23,6 +23,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::Instrument;
 
+use crate::attempts::{Attempts, Seen};
 use crate::binding::{BindingKey, BindingObject};
 use crate::decision::{Decision, decide_with, spec_patch, status_after, status_patch};
 use crate::failover::{FailoverContext, FailoverOptions};
@@ -46,6 +47,8 @@ pub struct Context {
     pub failover: FailoverOptions,
     /// Events on bindings (evictions).
     pub recorder: Recorder,
+    /// Turns and newest versions per binding (see [`crate::attempts`]).
+    pub attempts: Attempts,
 }
 
 impl Context {
@@ -73,6 +76,9 @@ pub enum Outcome {
     /// The binding is not this scheduler's to schedule (being deleted, or `spec.schedulerName`
     /// names another scheduler).
     Skipped,
+    /// The watch's copy is older than a version this process already read or wrote: the newer
+    /// version's event queues the binding again (see [`crate::attempts`]).
+    Stale,
 }
 
 impl Outcome {
@@ -83,6 +89,7 @@ impl Outcome {
             Self::Unchanged => "unchanged",
             Self::NotFound => "not-found",
             Self::Skipped => "skipped",
+            Self::Stale => "stale",
         }
     }
 }
@@ -280,13 +287,36 @@ async fn attempt<K: BindingObject>(
     if !ctx.inventory.is_synced() {
         return Err(ReconcileError::NotSynced);
     }
+    // One attempt per binding at a time; a watch copy older than what this process has seen
+    // would only lose a conflict.
+    let mut seen = ctx.attempts.lock(key).await;
+    if let Some(binding) = &cached
+        && seen.is_older(binding.meta().resource_version.as_deref())
+    {
+        return Ok(report(binding.as_ref(), Outcome::Stale, None));
+    }
+    let result = attempt_in_turn(ctx, key, cached, trigger, &mut seen).await;
+    drop(seen);
+    result
+}
+
+async fn attempt_in_turn<K: BindingObject>(
+    ctx: &Context,
+    key: &BindingKey,
+    cached: Option<Arc<K>>,
+    trigger: Trigger,
+    seen: &mut Seen,
+) -> Result<Report, ReconcileError> {
     let api = K::api(ctx.client.clone(), key.namespace.as_deref());
     let mut next: Option<K> = cached.map(|b| (*b).clone());
     for _ in 0..MAX_CONFLICTS {
         let binding = match next.take() {
             Some(binding) => binding,
             None => match api.get_opt(&key.name).await.map_err(api_error("read", key))? {
-                Some(binding) => binding,
+                Some(binding) => {
+                    seen.observe(binding.meta().resource_version.as_deref());
+                    binding
+                }
                 None => return Ok(Report::without_binding(Outcome::NotFound)),
             },
         };
@@ -324,25 +354,37 @@ async fn attempt<K: BindingObject>(
 
         let mut binding = binding;
         let mut wrote = false;
+        let url_path = K::url_path(&(), key.namespace.as_deref());
         if decision.changes_spec(binding.binding_spec()) {
             let patch = spec_patch(
                 binding.meta().resource_version.as_deref().unwrap_or_default(),
                 &decision.clusters,
                 &decision.tasks,
             );
-            match api
-                .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+            // Answered with metadata only: the write was conditional on the version read, so
+            // the binding now is the one read with these clusters and the new metadata.
+            match flotilla_runtime::lean::patch(
+                &ctx.client,
+                &url_path,
+                &key.name,
+                None,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
             {
-                Ok(written) => {
+                Ok(metadata) => {
                     tracing::info!(
                         from = %format_clusters(&binding.binding_spec().clusters),
                         to = %format_clusters(&decision.clusters),
                         eviction_tasks = decision.tasks.len(),
                         "wrote spec.clusters"
                     );
-                    report_failover(ctx, &written, &decision).await;
-                    binding = written;
+                    seen.observe(metadata.resource_version.as_deref());
+                    *binding.meta_mut() = metadata;
+                    binding.binding_spec_mut().clusters = decision.clusters.clone();
+                    binding.binding_spec_mut().graceful_eviction_tasks = decision.tasks.clone();
+                    report_failover(ctx, &binding, &decision).await;
                     wrote = true;
                 }
                 Err(error) if status_code(&error) == Some(409) => {
@@ -364,12 +406,21 @@ async fn attempt<K: BindingObject>(
                 binding.meta().resource_version.as_deref().unwrap_or_default(),
                 status,
             );
-            match api
-                .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+            // Answered with metadata only, as above: the status is the one written.
+            match flotilla_runtime::lean::patch(
+                &ctx.client,
+                &url_path,
+                &key.name,
+                Some("status"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
             {
-                Ok(written) => {
-                    binding = written;
+                Ok(metadata) => {
+                    seen.observe(metadata.resource_version.as_deref());
+                    *binding.meta_mut() = metadata;
+                    *binding.binding_status_mut() = Some(status.clone());
                     wrote = true;
                 }
                 Err(error) if status_code(&error) == Some(409) => {

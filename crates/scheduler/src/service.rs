@@ -127,6 +127,7 @@ pub async fn run(args: Args, shutdown: Shutdown) -> Result<(), ServiceError> {
         peers,
         failover: failover.clone(),
         recorder: Context::recorder(client.clone()),
+        attempts: Default::default(),
     });
     let listener = GrpcListener::bind(args.grpc_addr).await?;
     tracing::info!(

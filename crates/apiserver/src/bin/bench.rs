@@ -39,6 +39,10 @@ struct Args {
     /// Writes observed by the watchers.
     #[arg(long, default_value_t = 300)]
     watch_events: usize,
+    /// Watchers of the fan-out phase (comma-separated list): 16 clients create as fast as they
+    /// can while this many watchers receive every event.
+    #[arg(long, default_value = "0,4,16", value_delimiter = ',')]
+    fanout_watchers: Vec<usize>,
     /// Objects in the store for the list and memory phase.
     #[arg(long, default_value_t = 100_000)]
     list_objects: usize,
@@ -99,6 +103,24 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .find(|l| l.starts_with("VmRSS:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
+}
+
+/// The server's user + system CPU seconds so far (`/proc/<pid>/stat`, USER_HZ = 100).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// Server CPU milliseconds per operation between two readings, as a table cell.
+fn cpu_per_op(before: Option<f64>, after: Option<f64>, ops: usize) -> String {
+    match (before, after) {
+        (Some(b), Some(a)) if ops > 0 => format!("{:.3}", (a - b) * 1000.0 / ops as f64),
+        _ => "-".to_owned(),
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -204,6 +226,97 @@ async fn create_namespace(target: &Target, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Creates objects with `clients` clients for `seconds` while `watchers` watchers of the
+/// namespace count the events they receive; returns the creates, the events delivered, the
+/// seconds from the first create to the last delivery, and the server's CPU seconds meanwhile.
+async fn fanout(
+    target: Arc<Target>,
+    pid: u32,
+    watchers: usize,
+    clients: usize,
+    seconds: u64,
+    payload: Arc<String>,
+) -> anyhow::Result<(usize, usize, f64, Option<f64>)> {
+    let ns = format!("bench-fanout-{watchers}");
+    create_namespace(&target, &ns).await?;
+    let (code, body) = target
+        .send(
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            "application/json",
+            Vec::new(),
+        )
+        .await?;
+    if code != 200 {
+        bail!("list: HTTP {code}");
+    }
+    let rv = serde_json::from_slice::<Value>(&body)?["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_owned();
+    let expected = Arc::new(AtomicUsize::new(usize::MAX));
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let (target, rv, ns, expected) = (target.clone(), rv.clone(), ns.clone(), expected.clone());
+        tasks.push(tokio::spawn(async move {
+            let req = http::Request::get(format!(
+                "{}/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=300",
+                target.base
+            ))
+            .header("Authorization", format!("Bearer {}", target.token))
+            .body(Full::new(Bytes::new()))?;
+            let mut body = target.client.request(req).await?.into_body();
+            // Events are newline-delimited; counting lines keeps this client's CPU small.
+            let mut events = 0usize;
+            let mut last = Instant::now();
+            while events < expected.load(Ordering::Acquire) {
+                // The expected count is known only once the writers stop: look again now and then.
+                let frame = match tokio::time::timeout(Duration::from_millis(100), body.frame()).await {
+                    Err(_) => continue,
+                    Ok(None) => break,
+                    Ok(Some(frame)) => frame?,
+                };
+                if let Ok(data) = frame.into_data() {
+                    events += data.iter().filter(|b| **b == b'\n').count();
+                    last = Instant::now();
+                }
+            }
+            anyhow::Ok((events, last))
+        }));
+    }
+    // Let every watch connect before writing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cpu_before = cpu_seconds(pid);
+    let start = Instant::now();
+    let p = payload.clone();
+    let ns2 = ns.clone();
+    let (_, creates) = phase(target.clone(), clients, seconds, move |t, c, i| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("f{c}-{i}")}, "data": {"payload": p.as_str()}});
+        let path = format!("/api/v1/namespaces/{ns2}/configmaps");
+        async move {
+            let (code, body) = t
+                .send("POST", &path, "application/json", body.to_string().into_bytes())
+                .await?;
+            if code != 201 {
+                bail!("create: HTTP {code}: {}", String::from_utf8_lossy(&body));
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    expected.store(creates, Ordering::Release);
+    let mut delivered = 0;
+    let mut last = start.elapsed();
+    for task in tasks {
+        let (events, at) = tokio::time::timeout(Duration::from_secs(120), task).await???;
+        delivered += events;
+        last = last.max(at.duration_since(start));
+    }
+    let cpu = cpu_before.zip(cpu_seconds(pid)).map(|(b, a)| a - b);
+    Ok((creates, delivered, last.as_secs_f64(), cpu))
+}
+
 /// Runs `clients` tasks calling `op(client, i)` until `seconds` pass; returns operations/s.
 async fn phase<F, Fut>(
     target: Arc<Target>,
@@ -253,6 +366,7 @@ async fn main() -> anyhow::Result<()> {
         create_namespace(&target, &ns).await?;
         let p = payload.clone();
         let ns2 = ns.clone();
+        let cpu_before = cpu_seconds(pid);
         let (rate, n) = phase(target.clone(), clients, args.seconds, move |t, c, i| {
             let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": format!("c{c}-{i}")}, "data": {"payload": p.as_str()}});
@@ -273,10 +387,15 @@ async fn main() -> anyhow::Result<()> {
             format!("durable creates/s, 1 KiB, {clients} clients"),
             format!("{rate:.0}"),
         ));
+        rows.push((
+            format!("  server CPU ms per create, {clients} clients"),
+            cpu_per_op(cpu_before, cpu_seconds(pid), n),
+        ));
+        let cpu_before = cpu_seconds(pid);
         // Updates rewrite the objects just created (merge patch, no precondition).
         let per_client = (n / clients).max(1);
         let ns2 = ns.clone();
-        let (rate, _) = phase(target.clone(), clients, args.seconds, move |t, c, i| {
+        let (rate, updates) = phase(target.clone(), clients, args.seconds, move |t, c, i| {
             let name = format!("c{c}-{}", i % per_client);
             let path = format!("/api/v1/namespaces/{ns2}/configmaps/{name}");
             let body = json!({"data": {"payload": format!("{:01024}", i)}});
@@ -299,6 +418,31 @@ async fn main() -> anyhow::Result<()> {
         rows.push((
             format!("durable updates/s, 1 KiB, {clients} clients"),
             format!("{rate:.0}"),
+        ));
+        rows.push((
+            format!("  server CPU ms per update, {clients} clients"),
+            cpu_per_op(cpu_before, cpu_seconds(pid), updates),
+        ));
+    }
+
+    // Fan-out: 16 clients create while `watchers` watchers receive every event.
+    for &watchers in &args.fanout_watchers {
+        let (creates, delivered, seconds, cpu) =
+            fanout(target.clone(), pid, watchers, 16, args.seconds, payload.clone()).await?;
+        total_objects += creates;
+        rows.push((
+            format!("fan-out: creates/s, 16 clients, {watchers} watchers"),
+            format!("{:.0}", creates as f64 / seconds),
+        ));
+        rows.push((
+            format!("  events delivered/s to {watchers} watchers"),
+            format!("{:.0}", delivered as f64 / seconds),
+        ));
+        rows.push((
+            format!("  server CPU ms per create, {watchers} watchers"),
+            cpu.map_or("-".to_owned(), |c| {
+                format!("{:.3}", c * 1000.0 / creates.max(1) as f64)
+            }),
         ));
     }
 

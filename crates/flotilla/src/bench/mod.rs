@@ -376,6 +376,10 @@ pub fn comparison(baseline: &Report, current: &Report) -> String {
                 "writes per member object (resourceVersion)".to_owned(),
                 t.writes.control_plane_writes_per_member_object,
             ));
+            out.push((
+                "409 conflicts per member object".to_owned(),
+                t.writes.conflicts_per_member_object,
+            ));
         }
         if let Some(f) = &report.footprint {
             let cpu = f.services_total.cpu_seconds;
@@ -398,6 +402,9 @@ pub fn comparison(baseline: &Report, current: &Report) -> String {
             ));
             for p in &f.processes {
                 out.push((format!("{} peak RSS MiB", p.name), Some(p.rss_peak_mib)));
+            }
+            for p in &f.processes {
+                out.push((format!("{} CPU s", p.name), Some(p.cpu_seconds)));
             }
         }
         out
