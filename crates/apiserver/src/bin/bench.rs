@@ -288,23 +288,7 @@ async fn fanout(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let cpu_before = cpu_seconds(pid);
     let start = Instant::now();
-    let p = payload.clone();
-    let ns2 = ns.clone();
-    let (_, creates) = phase(target.clone(), clients, seconds, move |t, c, i| {
-        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("f{c}-{i}")}, "data": {"payload": p.as_str()}});
-        let path = format!("/api/v1/namespaces/{ns2}/configmaps");
-        async move {
-            let (code, body) = t
-                .send("POST", &path, "application/json", body.to_string().into_bytes())
-                .await?;
-            if code != 201 {
-                bail!("create: HTTP {code}: {}", String::from_utf8_lossy(&body));
-            }
-            Ok(())
-        }
-    })
-    .await?;
+    let (_, creates) = create_phase(target.clone(), clients, seconds, &ns, "f", payload.clone()).await?;
     expected.store(creates, Ordering::Release);
     let mut delivered = 0;
     let mut last = start.elapsed();
@@ -315,6 +299,34 @@ async fn fanout(
     }
     let cpu = cpu_before.zip(cpu_seconds(pid)).map(|(b, a)| a - b);
     Ok((creates, delivered, last.as_secs_f64(), cpu))
+}
+
+/// Runs `clients` tasks creating 1 KiB ConfigMaps `<prefix><client>-<i>` in `ns` until `seconds`
+/// pass; returns creates/s and the number created.
+async fn create_phase(
+    target: Arc<Target>,
+    clients: usize,
+    seconds: u64,
+    ns: &str,
+    prefix: &'static str,
+    payload: Arc<String>,
+) -> anyhow::Result<(f64, usize)> {
+    let path = Arc::new(format!("/api/v1/namespaces/{ns}/configmaps"));
+    phase(target, clients, seconds, move |t, c, i| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{prefix}{c}-{i}")}, "data": {"payload": payload.as_str()}});
+        let path = path.clone();
+        async move {
+            let (code, body) = t
+                .send("POST", &path, "application/json", body.to_string().into_bytes())
+                .await?;
+            if code != 201 {
+                bail!("create: HTTP {code}: {}", String::from_utf8_lossy(&body));
+            }
+            Ok(())
+        }
+    })
+    .await
 }
 
 /// Runs `clients` tasks calling `op(client, i)` until `seconds` pass; returns operations/s.
@@ -364,24 +376,9 @@ async fn main() -> anyhow::Result<()> {
     for &clients in &args.clients {
         let ns = format!("bench-{clients}");
         create_namespace(&target, &ns).await?;
-        let p = payload.clone();
-        let ns2 = ns.clone();
         let cpu_before = cpu_seconds(pid);
-        let (rate, n) = phase(target.clone(), clients, args.seconds, move |t, c, i| {
-            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("c{c}-{i}")}, "data": {"payload": p.as_str()}});
-            let path = format!("/api/v1/namespaces/{ns2}/configmaps");
-            async move {
-                let (code, body) = t
-                    .send("POST", &path, "application/json", body.to_string().into_bytes())
-                    .await?;
-                if code != 201 {
-                    bail!("create: HTTP {code}: {}", String::from_utf8_lossy(&body));
-                }
-                Ok(())
-            }
-        })
-        .await?;
+        let (rate, n) =
+            create_phase(target.clone(), clients, args.seconds, &ns, "c", payload.clone()).await?;
         total_objects += n;
         rows.push((
             format!("durable creates/s, 1 KiB, {clients} clients"),
