@@ -110,7 +110,12 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<ResourceBinding>::all(client.clone()),
             writers.bindings,
             ctx.clone(),
-            |_| {},
+            // Metadata and spec say which bindings to queue (the clusters they target, their
+            // template's namespace, whether the detector manages them). The status is dropped:
+            // its aggregatedStatus (execution's own report, every member object's status) is
+            // most of a binding's size, and a binding is reconciled from a fresh read
+            // (`dispatch::get_binding`), never from this cache.
+            |binding: &mut ResourceBinding| binding.status = None,
             move |event| {
                 if let Some(binding) = event.object() {
                     ctx.binding_queue.add(BindingKey {
@@ -128,7 +133,8 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<ClusterResourceBinding>::all(client.clone()),
             writers.cluster_bindings,
             ctx.clone(),
-            |_| {},
+            // As for ResourceBindings above.
+            |binding: &mut ClusterResourceBinding| binding.status = None,
             move |event| {
                 if let Some(binding) = event.object() {
                     ctx.binding_queue.add(BindingKey {
