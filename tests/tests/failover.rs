@@ -1046,25 +1046,17 @@ async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_agai
         taint_keys(&cp, "member1").await.is_empty()
     })
     .await;
+    // The removal's event names the policy. (Not the addition's: execution was killed right
+    // after the network went down, possibly between writing the taints and publishing their
+    // event, and events are best effort, as in Kubernetes.)
     let events: Api<Event> = Api::all(cp.clone());
-    let messages: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some("member1")
-                && e.reason.as_deref() == Some("TaintClusterSucceed")
-        })
-        .filter_map(|e| e.message)
-        .collect();
-    assert!(
-        messages
+    eventually("the event of the policy's taints removed", TIMEOUT, || async {
+        taint_events(&events, "member1")
+            .await
             .iter()
-            .any(|m| m.contains("added {not-ready:NoExecute} (ClusterTaintPolicy detect-cluster-notready)")),
-        "{messages:?}"
-    );
+            .any(|m| m.contains("removed {not-ready:NoExecute} (ClusterTaintPolicy detect-cluster-notready)"))
+    })
+    .await;
 
     // foo, on member2's KubeComponentsHealthy condition.
     set_cluster_condition(&cp, "member2", "KubeComponentsHealthy", false).await;
@@ -1073,6 +1065,13 @@ async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_agai
     })
     .await;
     assert!(!has_taint(&cp, "member1", "kube-components-unhealthy:NoSchedule").await);
+    eventually("the event of foo's taint added", TIMEOUT, || async {
+        taint_events(&events, "member2")
+            .await
+            .iter()
+            .any(|m| m.contains("added {kube-components-unhealthy:NoSchedule} (ClusterTaintPolicy foo)"))
+    })
+    .await;
 
     // Edited to target member1 only: member2 keeps its taint, even once healthy (Karmada).
     let member1_only = foo.replace("    - member1\n    - member2\n", "    - member1\n");
@@ -1117,6 +1116,22 @@ async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_agai
         has_taint(&cp, "member2", "kube-components-unhealthy:NoSchedule").await
     })
     .await;
+}
+
+/// The messages of the `TaintClusterSucceed` events of Cluster `cluster`.
+async fn taint_events(events: &Api<Event>, cluster: &str) -> Vec<String> {
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some(cluster)
+                && e.reason.as_deref() == Some("TaintClusterSucceed")
+        })
+        .filter_map(|e| e.message)
+        .collect()
 }
 
 /// Karmada's webhook rule: without `--allow-no-execute-taint-policy` (the default), a policy

@@ -55,12 +55,13 @@ use flotilla_proto::v1::dependency_distributor_server::DependencyDistributorServ
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_rpc::{ClientOptions, Readiness};
 use flotilla_runtime::KubeArgs;
+use flotilla_runtime::events::Recorder;
 use flotilla_runtime::grpc::GrpcListener;
 use flotilla_runtime::leader::LeaderElection;
 use flotilla_runtime::queue::WorkQueue;
 use flotilla_telemetry::LogArgs;
 use kube::Api;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector;
 use tonic::service::Routes;
 use tracing::info;

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
+use flotilla_runtime::events::Recorder;
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 

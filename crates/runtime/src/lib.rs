@@ -7,6 +7,7 @@
 //!   configuration;
 //! - [`api_probe`]: the `control-plane` readiness check (does the API answer);
 //! - [`feature_gates`]: parsing `--feature-gates` (Karmada's `Name=bool,...`);
+//! - [`events`]: Kubernetes Events, one per distinct note (kube's recorder folds different notes into one series);
 //! - [`shutdown_token`]: a cancellation token fired by SIGTERM or SIGINT;
 //! - [`ops`]: the HTTP endpoint for Prometheus metrics, liveness and readiness;
 //! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health;
@@ -19,6 +20,7 @@
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues.
 
 pub mod api_probe;
+pub mod events;
 pub mod feature_gates;
 pub mod grpc;
 pub mod leader;

@@ -17,10 +17,11 @@ use flotilla_api::well_known::{
 };
 use flotilla_api::{ResourceBindingStatus, TargetCluster};
 use flotilla_proto::v1::{BindingKind, BindingRef};
+use flotilla_runtime::events::Recorder;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use tracing::Instrument;
 
 use crate::attempts::{Attempts, Seen};
