@@ -1050,12 +1050,11 @@ async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_agai
     // after the network went down, possibly between writing the taints and publishing their
     // event, and events are best effort, as in Kubernetes.)
     let events: Api<Event> = Api::all(cp.clone());
-    eventually("the event of the policy's taints removed", TIMEOUT, || async {
-        taint_events(&events, "member1")
-            .await
-            .iter()
-            .any(|m| m.contains("removed {not-ready:NoExecute} (ClusterTaintPolicy detect-cluster-notready)"))
-    })
+    wait_taint_event(
+        &events,
+        "member1",
+        "removed {not-ready:NoExecute} (ClusterTaintPolicy detect-cluster-notready)",
+    )
     .await;
 
     // foo, on member2's KubeComponentsHealthy condition.
@@ -1065,12 +1064,11 @@ async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_agai
     })
     .await;
     assert!(!has_taint(&cp, "member1", "kube-components-unhealthy:NoSchedule").await);
-    eventually("the event of foo's taint added", TIMEOUT, || async {
-        taint_events(&events, "member2")
-            .await
-            .iter()
-            .any(|m| m.contains("added {kube-components-unhealthy:NoSchedule} (ClusterTaintPolicy foo)"))
-    })
+    wait_taint_event(
+        &events,
+        "member2",
+        "added {kube-components-unhealthy:NoSchedule} (ClusterTaintPolicy foo)",
+    )
     .await;
 
     // Edited to target member1 only: member2 keeps its taint, even once healthy (Karmada).
@@ -1118,20 +1116,27 @@ async fn taint_cluster_with_cluster_taint_policy_stop_a_member_and_start_it_agai
     .await;
 }
 
-/// The messages of the `TaintClusterSucceed` events of Cluster `cluster`.
-async fn taint_events(events: &Api<Event>, cluster: &str) -> Vec<String> {
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(cluster)
-                && e.reason.as_deref() == Some("TaintClusterSucceed")
-        })
-        .filter_map(|e| e.message)
-        .collect()
+/// Waits for a `TaintClusterSucceed` event of Cluster `cluster` whose message contains `text`.
+async fn wait_taint_event(events: &Api<Event>, cluster: &str, text: &str) {
+    eventually(
+        &format!("a {cluster} taint event with {text}"),
+        TIMEOUT,
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.involved_object.name.as_deref() == Some(cluster)
+                        && e.reason.as_deref() == Some("TaintClusterSucceed")
+                })
+                .filter_map(|e| e.message)
+                .any(|m| m.contains(text))
+        },
+    )
+    .await;
 }
 
 /// Karmada's webhook rule: without `--allow-no-execute-taint-policy` (the default), a policy

@@ -239,21 +239,7 @@ async fn fanout(
 ) -> anyhow::Result<(usize, usize, f64, Option<f64>)> {
     let ns = format!("bench-fanout-{watchers}");
     create_namespace(&target, &ns).await?;
-    let (code, body) = target
-        .send(
-            "GET",
-            &format!("/api/v1/namespaces/{ns}/configmaps"),
-            "application/json",
-            Vec::new(),
-        )
-        .await?;
-    if code != 200 {
-        bail!("list: HTTP {code}");
-    }
-    let rv = serde_json::from_slice::<Value>(&body)?["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_owned();
+    let rv = list_resource_version(&target, &ns).await?;
     let expected = Arc::new(AtomicUsize::new(usize::MAX));
     let mut tasks = Vec::new();
     for _ in 0..watchers {
@@ -299,6 +285,27 @@ async fn fanout(
     }
     let cpu = cpu_before.zip(cpu_seconds(pid)).map(|(b, a)| a - b);
     Ok((creates, delivered, last.as_secs_f64(), cpu))
+}
+
+/// The resourceVersion of a list of `ns`'s ConfigMaps: where a watch of them starts.
+async fn list_resource_version(target: &Target, ns: &str) -> anyhow::Result<String> {
+    let (code, body) = target
+        .send(
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            "application/json",
+            Vec::new(),
+        )
+        .await?;
+    if code != 200 {
+        bail!("list: HTTP {code}");
+    }
+    Ok(
+        serde_json::from_slice::<Value>(&body)?["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("0")
+            .to_owned(),
+    )
 }
 
 /// Runs `clients` tasks creating 1 KiB ConfigMaps `<prefix><client>-<i>` in `ns` until `seconds`
@@ -445,21 +452,7 @@ async fn main() -> anyhow::Result<()> {
 
     // Watch latency: 100 watchers on one namespace, a paced writer.
     create_namespace(&target, "bench-watch").await?;
-    let (code, body) = target
-        .send(
-            "GET",
-            "/api/v1/namespaces/bench-watch/configmaps",
-            "application/json",
-            Vec::new(),
-        )
-        .await?;
-    if code != 200 {
-        bail!("list: HTTP {code}");
-    }
-    let rv = serde_json::from_slice::<Value>(&body)?["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_owned();
+    let rv = list_resource_version(&target, "bench-watch").await?;
     let mut watchers = Vec::new();
     for _ in 0..args.watchers {
         let target = target.clone();
