@@ -16,8 +16,8 @@ use crate::cluster::Cluster;
 mod overrides;
 use crate::policy::{
     ClusterAffinity, ClusterPropagationPolicy, FailoverBehavior, Placement, PropagationPolicy,
-    PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, SpreadConstraint,
-    SuspendClusters, Suspension,
+    PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingStrategy, ResourceSelector,
+    SpreadConstraint, SuspendClusters, Suspension,
 };
 use crate::taint_policy::{ClusterTaintPolicy, MatchCondition, TaintEffect};
 pub use overrides::{is_json_pointer, validate_override_spec};
@@ -253,50 +253,14 @@ fn validate_spec(spec: &PropagationSpec, policy_namespace: Option<&str>, out: &m
         ));
     }
     for (i, selector) in spec.resource_selectors.iter().enumerate() {
-        let path = format!("spec.resourceSelectors[{i}]");
-        if selector.api_version.is_empty() {
-            out.push(Violation::new(
-                format!("{path}.apiVersion"),
-                "is required, for example apps/v1",
-            ));
-        } else if !is_api_version(&selector.api_version) {
-            out.push(Violation::new(
-                format!("{path}.apiVersion"),
-                format!(
-                    "{:?} is not <version> or <group>/<version>, for example v1 or apps/v1",
-                    selector.api_version
-                ),
-            ));
-        }
-        if selector.kind.is_empty() {
-            out.push(Violation::new(
-                format!("{path}.kind"),
-                "is required, for example Deployment",
-            ));
-        }
-        if let (Some(policy_ns), Some(ns)) = (policy_namespace, selector.namespace())
-            && ns != policy_ns
-        {
-            out.push(Violation::new(
-                format!("{path}.namespace"),
-                format!(
-                    "{ns:?} differs from the policy's namespace {policy_ns:?}: a PropagationPolicy only selects \
-                     templates in its own namespace; remove the field or use a ClusterPropagationPolicy"
-                ),
-            ));
-        }
-        if let Some(name) = selector.name()
-            && !is_dns1123_subdomain(name)
-            && !is_path_segment_name(name)
-        {
-            out.push(Violation::new(
-                format!("{path}.name"),
-                format!("{name:?} is not a valid object name"),
-            ));
-        }
-        if let Some(selector) = &selector.label_selector {
-            check_label_selector(&format!("{path}.labelSelector"), selector, out);
-        }
+        check_resource_selector(
+            &format!("spec.resourceSelectors[{i}]"),
+            selector,
+            policy_namespace,
+            "a PropagationPolicy only selects templates in its own namespace; remove the field or use a \
+             ClusterPropagationPolicy",
+            out,
+        );
     }
 
     if let Some(preemption) = &spec.preemption
@@ -706,6 +670,57 @@ fn check_failover(path: &str, failover: &FailoverBehavior, out: &mut Vec<Violati
             mode.as_str(),
             &["Never", "Directly", "Gracefully"],
         ));
+    }
+}
+
+/// Checks one `resourceSelectors` entry at `path` of a policy in `policy_namespace` (`None`: a
+/// cluster-scoped policy); `namespace_scope` explains the rule a foreign namespace breaks.
+fn check_resource_selector(
+    path: &str,
+    selector: &ResourceSelector,
+    policy_namespace: Option<&str>,
+    namespace_scope: &str,
+    out: &mut Vec<Violation>,
+) {
+    if selector.api_version.is_empty() {
+        out.push(Violation::new(
+            format!("{path}.apiVersion"),
+            "is required, for example apps/v1",
+        ));
+    } else if !is_api_version(&selector.api_version) {
+        out.push(Violation::new(
+            format!("{path}.apiVersion"),
+            format!(
+                "{:?} is not <version> or <group>/<version>, for example v1 or apps/v1",
+                selector.api_version
+            ),
+        ));
+    }
+    if selector.kind.is_empty() {
+        out.push(Violation::new(
+            format!("{path}.kind"),
+            "is required, for example Deployment",
+        ));
+    }
+    if let (Some(policy_ns), Some(ns)) = (policy_namespace, selector.namespace())
+        && ns != policy_ns
+    {
+        out.push(Violation::new(
+            format!("{path}.namespace"),
+            format!("{ns:?} differs from the policy's namespace {policy_ns:?}: {namespace_scope}"),
+        ));
+    }
+    if let Some(name) = selector.name()
+        && !is_dns1123_subdomain(name)
+        && !is_path_segment_name(name)
+    {
+        out.push(Violation::new(
+            format!("{path}.name"),
+            format!("{name:?} is not a valid object name"),
+        ));
+    }
+    if let Some(labels) = &selector.label_selector {
+        check_label_selector(&format!("{path}.labelSelector"), labels, out);
     }
 }
 

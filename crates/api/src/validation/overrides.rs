@@ -9,11 +9,10 @@ use crate::overrides::{
     LabelAnnotationOverrider, OverridePolicy, OverrideSpec, OverriderOperator, Overriders,
     PlaintextOverrider, SubDocumentOperation,
 };
-use crate::policy::ResourceSelector;
 
 use super::{
-    Violation, Violations, check_cluster_affinity, check_label_selector, is_api_version,
-    is_dns1123_subdomain, is_label_value, is_path_segment_name, is_qualified_name, unsupported,
+    Violation, Violations, check_cluster_affinity, check_resource_selector, is_label_value,
+    is_qualified_name, unsupported,
 };
 
 /// Kubernetes' limit on the total size of an object's annotations (keys and values).
@@ -47,6 +46,8 @@ pub fn validate_override_spec(spec: &OverrideSpec, policy_namespace: Option<&str
             &format!("spec.resourceSelectors[{i}]"),
             selector,
             policy_namespace,
+            "an OverridePolicy only changes templates in its own namespace; remove the field or use a \
+             ClusterOverridePolicy",
             out,
         );
     }
@@ -84,57 +85,6 @@ pub fn validate_override_spec(spec: &OverrideSpec, policy_namespace: Option<&str
                 activation.as_str()
             ),
         ));
-    }
-}
-
-fn check_resource_selector(
-    path: &str,
-    selector: &ResourceSelector,
-    policy_namespace: Option<&str>,
-    out: &mut Vec<Violation>,
-) {
-    if selector.api_version.is_empty() {
-        out.push(Violation::new(
-            format!("{path}.apiVersion"),
-            "is required, for example apps/v1",
-        ));
-    } else if !is_api_version(&selector.api_version) {
-        out.push(Violation::new(
-            format!("{path}.apiVersion"),
-            format!(
-                "{:?} is not <version> or <group>/<version>, for example v1 or apps/v1",
-                selector.api_version
-            ),
-        ));
-    }
-    if selector.kind.is_empty() {
-        out.push(Violation::new(
-            format!("{path}.kind"),
-            "is required, for example Deployment",
-        ));
-    }
-    if let (Some(policy_ns), Some(ns)) = (policy_namespace, selector.namespace())
-        && ns != policy_ns
-    {
-        out.push(Violation::new(
-            format!("{path}.namespace"),
-            format!(
-                "{ns:?} differs from the policy's namespace {policy_ns:?}: an OverridePolicy only changes templates \
-                 in its own namespace; remove the field or use a ClusterOverridePolicy"
-            ),
-        ));
-    }
-    if let Some(name) = selector.name()
-        && !is_dns1123_subdomain(name)
-        && !is_path_segment_name(name)
-    {
-        out.push(Violation::new(
-            format!("{path}.name"),
-            format!("{name:?} is not a valid object name"),
-        ));
-    }
-    if let Some(labels) = &selector.label_selector {
-        check_label_selector(&format!("{path}.labelSelector"), labels, out);
     }
 }
 
@@ -398,6 +348,30 @@ mod tests {
 
     fn rule(overriders: Value) -> Value {
         json!({"overrideRules": [{"overriders": overriders}]})
+    }
+
+    #[test]
+    fn a_selector_in_another_namespace_names_the_cluster_kind_to_use() {
+        let policy = op(
+            "default",
+            json!({"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "other"}]}),
+        );
+        let messages: Vec<String> = policy
+            .validate()
+            .unwrap_err()
+            .0
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                "spec.resourceSelectors[0].namespace: \"other\" differs from the policy's namespace \"default\": an \
+                 OverridePolicy only changes templates in its own namespace; remove the field or use a \
+                 ClusterOverridePolicy"
+                    .to_owned()
+            ]
+        );
     }
 
     #[test]
