@@ -553,35 +553,21 @@ impl Detector {
         if !self.wait_active().await {
             return;
         }
-        loop {
-            let Some(key) = self.override_queue.next().await else {
-                return;
-            };
-            let started = Instant::now();
-            let span = tracing::info_span!(
+        let span_of = |key: &OverrideKey| {
+            tracing::info_span!(
                 parent: None,
                 "detector.reconcile",
                 otel.kind = "internal",
                 controller = "override-policy",
                 object = %key,
                 outcome = field::Empty,
-            );
-            let result = self.reconcile_override(&key).instrument(span.clone()).await;
-            match result {
-                Ok(outcome) => {
-                    span.record("outcome", outcome);
-                    metrics().reconciled("override-policy", outcome, started.elapsed());
-                    self.override_queue.forget(&key);
-                }
-                Err(error) => {
-                    span.record("outcome", "error");
-                    tracing::warn!(parent: &span, policy = %key, %error, "override policy reconcile failed; retrying");
-                    metrics().failed("override-policy", started.elapsed());
-                    self.override_queue.add_rate_limited(key.clone());
-                }
-            }
-            self.override_queue.done(&key);
-        }
+            )
+        };
+        work_through(&self.override_queue, "override-policy", span_of, |key| {
+            let detector = Arc::clone(&self);
+            async move { detector.reconcile_override(&key).await }
+        })
+        .await;
     }
 
     /// Records the policy's status (`Valid`, the generation revision: before anything else
@@ -1083,13 +1069,8 @@ impl Detector {
         if !self.wait_active().await {
             return;
         }
-        loop {
-            let Some(key) = self.templates.next().await else {
-                return;
-            };
-            metrics().queue_depth("template", self.templates.len());
-            let started = Instant::now();
-            let span = tracing::info_span!(
+        let span_of = |key: &TemplateKey| {
+            tracing::info_span!(
                 parent: None,
                 "detector.reconcile",
                 otel.kind = "internal",
@@ -1097,36 +1078,21 @@ impl Detector {
                 object = %key,
                 policy = field::Empty,
                 outcome = field::Empty,
-            );
-            let result = self.reconcile_template(&key).instrument(span.clone()).await;
-            match result {
-                Ok(outcome) => {
-                    span.record("outcome", outcome.as_str());
-                    metrics().reconciled("template", outcome.as_str(), started.elapsed());
-                    self.templates.forget(&key);
-                }
-                Err(error) => {
-                    span.record("outcome", "error");
-                    tracing::warn!(parent: &span, template = %key, %error, "template reconcile failed; retrying");
-                    metrics().failed("template", started.elapsed());
-                    self.templates.add_rate_limited(key.clone());
-                }
-            }
-            self.templates.done(&key);
-        }
+            )
+        };
+        work_through(&self.templates, "template", span_of, |key| {
+            let detector = Arc::clone(&self);
+            async move { detector.reconcile_template(&key).await.map(Outcome::as_str) }
+        })
+        .await;
     }
 
     async fn policy_worker(self: Arc<Self>) {
         if !self.wait_active().await {
             return;
         }
-        loop {
-            let Some(key) = self.policies.next().await else {
-                return;
-            };
-            metrics().queue_depth("policy", self.policies.len());
-            let started = Instant::now();
-            let span = tracing::info_span!(
+        let span_of = |key: &PolicyKey| {
+            tracing::info_span!(
                 parent: None,
                 "detector.reconcile",
                 otel.kind = "internal",
@@ -1134,23 +1100,13 @@ impl Detector {
                 object = %key,
                 policy = %key,
                 outcome = field::Empty,
-            );
-            let result = self.reconcile_policy(&key).instrument(span.clone()).await;
-            match result {
-                Ok(outcome) => {
-                    span.record("outcome", outcome);
-                    metrics().reconciled("policy", outcome, started.elapsed());
-                    self.policies.forget(&key);
-                }
-                Err(error) => {
-                    span.record("outcome", "error");
-                    tracing::warn!(parent: &span, policy = %key, %error, "policy reconcile failed; retrying");
-                    metrics().failed("policy", started.elapsed());
-                    self.policies.add_rate_limited(key.clone());
-                }
-            }
-            self.policies.done(&key);
-        }
+            )
+        };
+        work_through(&self.policies, "policy", span_of, |key| {
+            let detector = Arc::clone(&self);
+            async move { detector.reconcile_policy(&key).await }
+        })
+        .await;
     }
 
     /// Periodic upkeep: policy status counts (debounced), the pending-lazy gauge, resyncs.
@@ -1884,4 +1840,38 @@ fn is_lazy_pending(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::me
     conditions
         .and_then(|c| flotilla_api::conditions::find(c, POLICY_ACTIVATED))
         .is_some_and(|c| c.status == "False" && c.reason == reasons::LAZY_ACTIVATION_PENDING)
+}
+
+/// Works through `queue` until it closes, one key at a time: each reconcile runs in the span
+/// `span_of` makes for its key (its `outcome` recorded), with the queue depth, outcome and
+/// duration in the metrics under `controller`; a key is forgotten when its reconcile succeeds
+/// and queued again, rate-limited, when it fails.
+async fn work_through<K, Fut>(
+    queue: &WorkQueue<K>,
+    controller: &'static str,
+    span_of: impl Fn(&K) -> tracing::Span,
+    reconcile: impl Fn(K) -> Fut,
+) where
+    K: Clone + Eq + std::hash::Hash + Send + std::fmt::Display + 'static,
+    Fut: std::future::Future<Output = Result<&'static str, ReconcileError>>,
+{
+    while let Some(key) = queue.next().await {
+        metrics().queue_depth(controller, queue.len());
+        let started = Instant::now();
+        let span = span_of(&key);
+        match reconcile(key.clone()).instrument(span.clone()).await {
+            Ok(outcome) => {
+                span.record("outcome", outcome);
+                metrics().reconciled(controller, outcome, started.elapsed());
+                queue.forget(&key);
+            }
+            Err(error) => {
+                span.record("outcome", "error");
+                tracing::warn!(parent: &span, object = %key, %error, "{controller} reconcile failed; retrying");
+                metrics().failed(controller, started.elapsed());
+                queue.add_rate_limited(key.clone());
+            }
+        }
+        queue.done(&key);
+    }
 }
