@@ -1,99 +1,525 @@
-//! What execution keeps of a Work in its watch cache: everything but the manifests, which are
-//! replaced by their hashes.
+//! What execution keeps of a Work in its watch cache: [`CachedWork`], the facts it reads of a
+//! Work and nothing else.
 //!
-//! The manifests are most of a Work's size, and execution's cache of every Work was the largest
-//! memory of the services (306 MiB of 525 MiB with 20,000 Works). Nothing reads them from the
-//! cache: the per-cluster workers apply a Work they read from the API, and the binding
-//! controller and status aggregation only compare manifests, which hashes do as well.
+//! Execution caches every Work of the installation (five per template with five members), and a
+//! whole Work in the cache (manifests replaced by their hashes, but labels and annotations as
+//! maps, every condition and every member object's status as a JSON tree) was 4.3 KiB: the
+//! largest memory of the services (511 MiB at 100,000 Works). Nothing reads most of it from the
+//! cache. The per-cluster workers apply a Work they read from the API; the binding controller
+//! compares a desired Work with the cached one ([`CachedWork::holds`]) and aggregates the cached
+//! Works' reports into the binding's status. So a cached Work is:
+//! - a trimmed `metadata` (name, namespace, uid, resourceVersion, generation, deletionTimestamp,
+//!   finalizers: what the watch and the store need, and what the controllers read);
+//! - its labels and annotations as hashes of their pairs (what the binding controller wrote
+//!   is compared, never read back), and the few values read as values;
+//! - its manifests as their hashes ([`manifest_hash`]);
+//! - the report of its first manifest (the workload): whether it is applied and why not,
+//!   computed once when the watch delivers the Work ([`work_applied`]), its health, and its
+//!   status as compact JSON text, parsed only when a binding's status is aggregated.
 //!
-//! The hashes ([`manifest_hash`] of each manifest, in order) are kept in the cached object's
-//! [`CACHED_MANIFEST_HASHES`] annotation, which exists only in this process: cached Works are
-//! never written back to the API.
+//! The watch deserializes the API's Work and converts it (`#[serde(from = "Work")]`), so the
+//! whole Work lives only while one watch event is handled.
 
-use flotilla_api::Work;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
+use flotilla_api::work::ResourceHealth;
+use flotilla_api::{ResourceBindingSpec, Work};
+use flotilla_overrides::{APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION};
+use flotilla_runtime::watch::slim_metadata;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::context::BindingKey;
+use crate::dispatch::binding_of_work;
 use crate::manifest::manifest_hash;
+use crate::namespaces::PROPAGATED_NAMESPACE_LABEL;
+use crate::overrides::DETECTOR_MANAGED_ANNOTATIONS;
+use crate::status::work_applied;
+use crate::works::{DesiredWork, WORK_FINALIZER};
 
-/// Annotation of a cached Work (never stored in the API): the comma-separated
-/// [`manifest_hash`]es of the manifests it had.
-pub const CACHED_MANIFEST_HASHES: &str = "flotilla.io/cached-manifest-hashes";
-
-/// Replaces `work`'s manifests by their hashes (see the module docs).
-pub fn slim(work: &mut Work) {
-    let manifests = std::mem::take(&mut work.spec.workload.manifests);
-    let hashes: Vec<String> = manifests.iter().map(manifest_hash).collect();
-    work.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(CACHED_MANIFEST_HASHES.to_owned(), hashes.join(","));
+/// A Work as execution's watch cache keeps it (see the module docs).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "Work")]
+pub struct CachedWork {
+    /// The Work's name, namespace, uid, resourceVersion, generation, deletionTimestamp and
+    /// finalizers; nothing else.
+    pub metadata: ObjectMeta,
+    /// The binding the Work belongs to ([`binding_of_work`]).
+    pub binding: Option<BindingKey>,
+    /// The namespace a propagated-namespace Work carries ([`PROPAGATED_NAMESPACE_LABEL`]).
+    pub propagated_namespace: Option<String>,
+    /// `spec.suspendDispatching`.
+    pub suspend_dispatching: Option<bool>,
+    /// `spec.preserveResourcesOnDeletion`.
+    pub preserve_resources_on_deletion: Option<bool>,
+    /// [`manifest_hash`] of each manifest, in order.
+    pub manifest_hashes: Vec<String>,
+    /// Whether the member objects hold the current manifests, and if not why ([`work_applied`]).
+    pub applied: (bool, Option<String>),
+    /// The health of the first manifest (the workload) in its member.
+    pub health: Option<ResourceHealth>,
+    /// The status of the first manifest in its member, as JSON text.
+    status_json: Option<Box<str>>,
+    /// [`pair_hash`] of every label, sorted.
+    labels: Box<[u64]>,
+    /// [`pair_hash`] of every annotation, sorted.
+    annotations: Box<[u64]>,
+    /// [`records_hash`] of the override records.
+    override_records: u64,
 }
 
-/// The [`manifest_hash`]es of `work`'s manifests, in order: from the cached annotation of a
-/// slimmed Work, else computed.
-pub fn manifest_hashes(work: &Work) -> Vec<String> {
-    match work
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(CACHED_MANIFEST_HASHES))
-    {
-        Some(text) if text.is_empty() => Vec::new(),
-        Some(text) => text.split(',').map(str::to_owned).collect(),
-        None => work.spec.workload.manifests.iter().map(manifest_hash).collect(),
+impl From<Work> for CachedWork {
+    fn from(work: Work) -> Self {
+        let applied = work_applied(&work);
+        let binding = binding_of_work(&work);
+        let pairs = |map: &Option<BTreeMap<String, String>>| -> Box<[u64]> {
+            let mut hashes: Vec<u64> = map.iter().flatten().map(|(k, v)| pair_hash(k, v)).collect();
+            hashes.sort_unstable();
+            hashes.into()
+        };
+        let Work {
+            mut metadata,
+            spec,
+            status,
+        } = work;
+        let annotations = metadata.annotations.as_ref();
+        let override_records = records_hash(
+            annotations.and_then(|a| a.get(APPLIED_OVERRIDES_ANNOTATION)),
+            annotations.and_then(|a| a.get(APPLIED_CLUSTER_OVERRIDES_ANNOTATION)),
+        );
+        let workload = status
+            .into_iter()
+            .flat_map(|s| s.manifest_statuses)
+            .find(|m| m.identifier.ordinal == 0);
+        let labels = pairs(&metadata.labels);
+        let annotations = pairs(&metadata.annotations);
+        let propagated_namespace = metadata
+            .labels
+            .as_mut()
+            .and_then(|l| l.remove(PROPAGATED_NAMESPACE_LABEL));
+        slim_metadata(&mut metadata, &[], &[]);
+        Self {
+            metadata,
+            binding,
+            propagated_namespace,
+            suspend_dispatching: spec.suspend_dispatching,
+            preserve_resources_on_deletion: spec.preserve_resources_on_deletion,
+            manifest_hashes: spec.workload.manifests.iter().map(manifest_hash).collect(),
+            applied,
+            health: workload.as_ref().and_then(|m| m.health.clone()),
+            status_json: workload
+                .and_then(|m| m.status)
+                .map(|status| status.to_string().into_boxed_str()),
+            labels,
+            annotations,
+            override_records,
+        }
     }
 }
 
-/// Whether `work` (slimmed or not) has exactly `manifests`.
-pub fn has_manifests(work: &Work, manifests: &[serde_json::Value]) -> bool {
-    let hashes = manifest_hashes(work);
-    hashes.len() == manifests.len() && hashes.iter().zip(manifests).all(|(h, m)| *h == manifest_hash(m))
+impl Resource for CachedWork {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Work::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Work::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Work::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Work::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl CachedWork {
+    /// Whether the Work has the label `key` with `value`.
+    pub fn has_label(&self, key: &str, value: &str) -> bool {
+        self.labels.binary_search(&pair_hash(key, value)).is_ok()
+    }
+
+    /// Whether the Work has the annotation `key` with `value`.
+    pub fn has_annotation(&self, key: &str, value: &str) -> bool {
+        self.annotations.binary_search(&pair_hash(key, value)).is_ok()
+    }
+
+    /// The first manifest's status in its member, if reported.
+    pub fn status(&self) -> Option<Value> {
+        // The text was written from a JSON value above.
+        self.status_json
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+    }
+
+    /// Whether the Work already is `desired`: nothing the binding controller writes differs.
+    /// Labels and annotations it does not write are not compared (other writers may add
+    /// them), except the override records, which must also go when no rule applies any more.
+    pub fn holds(&self, desired: &DesiredWork) -> bool {
+        // Field by field (a new WorkSpec field does not compile here until it is compared).
+        let flotilla_api::work::WorkSpec {
+            workload,
+            suspend_dispatching,
+            preserve_resources_on_deletion,
+        } = &desired.spec;
+        let records = records_hash(
+            desired.annotations.get(APPLIED_OVERRIDES_ANNOTATION),
+            desired.annotations.get(APPLIED_CLUSTER_OVERRIDES_ANNOTATION),
+        );
+        self.suspend_dispatching == *suspend_dispatching
+            && self.preserve_resources_on_deletion == *preserve_resources_on_deletion
+            && self.override_records == records
+            && self.has_manifests(&workload.manifests)
+            && desired.labels.iter().all(|(k, v)| self.has_label(k, v))
+            && desired.annotations.iter().all(|(k, v)| self.has_annotation(k, v))
+            && self
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == WORK_FINALIZER)
+    }
+
+    /// Whether the Work has exactly `manifests`, in order.
+    pub fn has_manifests(&self, manifests: &[Value]) -> bool {
+        self.manifest_hashes.len() == manifests.len()
+            && self
+                .manifest_hashes
+                .iter()
+                .zip(manifests)
+                .all(|(hash, manifest)| *hash == manifest_hash(manifest))
+    }
+}
+
+/// Trims a binding for execution's watch cache, which only finds the bindings to queue: those
+/// targeting a cluster (`spec.clusters`), those of a template namespace (`spec.resource`), those
+/// the detector manages ([`detector_managed`](crate::overrides::detector_managed)), and a
+/// binding's uid (whether a Work is an orphan). A binding is reconciled from a fresh read
+/// (`dispatch::get_binding`), never from the cache. Everything else goes: the status (every
+/// member object's status, most of a binding's size), the placement, labels, owner references
+/// and the other annotations.
+pub fn slim_binding(
+    metadata: &mut ObjectMeta,
+    spec: &mut ResourceBindingSpec,
+    status: &mut Option<impl Sized>,
+) {
+    *status = None;
+    slim_metadata(metadata, &DETECTOR_MANAGED_ANNOTATIONS, &[]);
+    *spec = ResourceBindingSpec {
+        resource: std::mem::take(&mut spec.resource),
+        clusters: std::mem::take(&mut spec.clusters),
+        ..ResourceBindingSpec::default()
+    };
+}
+
+/// A hash of one label or annotation (`key`, `value`). 64 bits: two different pairs of one
+/// Work colliding is as likely as a random 64-bit match.
+fn pair_hash(key: &str, value: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    (key, value).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A hash of the override records (absent and present differ).
+fn records_hash(namespaced: Option<&String>, cluster: Option<&String>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    (namespaced, cluster).hash(&mut hasher);
+    hasher.finish()
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use flotilla_api::work::{WorkSpec, WorkloadTemplate};
+    use flotilla_api::work::{ManifestStatus, ResourceIdentifier, WorkSpec, WorkStatus, WorkloadTemplate};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use serde_json::json;
 
     use super::*;
+    use crate::works::BindingKind;
 
-    fn work(manifests: Vec<serde_json::Value>) -> Work {
-        Work::new(
-            "w",
-            WorkSpec {
-                workload: WorkloadTemplate { manifests },
-                ..Default::default()
-            },
-        )
+    fn manifests() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": {"replicas": 1}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+        ]
     }
 
-    #[test]
-    fn a_slimmed_work_compares_like_the_full_one() {
-        let a =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}});
-        let b = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b"}});
-        let full = work(vec![a.clone(), b.clone()]);
-        let mut slimmed = full.clone();
-        slim(&mut slimmed);
-        assert!(slimmed.spec.workload.manifests.is_empty());
-        assert_eq!(manifest_hashes(&slimmed), manifest_hashes(&full));
-        assert_eq!(manifest_hashes(&full), vec![manifest_hash(&a), manifest_hash(&b)]);
-        for w in [&full, &slimmed] {
-            assert!(has_manifests(w, &[a.clone(), b.clone()]));
-            assert!(!has_manifests(w, &[b.clone(), a.clone()]), "order matters");
-            assert!(!has_manifests(w, std::slice::from_ref(&a)));
-            let changed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "w"}});
-            assert!(!has_manifests(w, &[changed, b.clone()]));
+    fn desired() -> DesiredWork {
+        DesiredWork {
+            cluster: "member1".into(),
+            namespace: "karmada-es-member1".into(),
+            name: "a-deployment-1234".into(),
+            labels: BTreeMap::from([("resourcebinding.karmada.io/permanent-id".into(), "uid-1".into())]),
+            annotations: BTreeMap::from([
+                ("resourcebinding.karmada.io/name".into(), "a".into()),
+                ("resourcebinding.karmada.io/namespace".into(), "default".into()),
+            ]),
+            spec: WorkSpec {
+                workload: WorkloadTemplate {
+                    manifests: manifests(),
+                },
+                suspend_dispatching: Some(false),
+                preserve_resources_on_deletion: None,
+            },
         }
     }
 
+    /// The Work the API holds after `desired` was written, as another writer may have
+    /// changed it, with a report of the workload.
+    fn stored(desired: &DesiredWork) -> Work {
+        let mut work = Work::new(&desired.name, desired.spec.clone());
+        work.metadata.namespace = Some(desired.namespace.clone());
+        work.metadata.uid = Some("work-uid".into());
+        work.metadata.resource_version = Some("42".into());
+        work.metadata.generation = Some(1);
+        work.metadata.labels = Some(desired.labels.clone());
+        let mut annotations = desired.annotations.clone();
+        annotations.insert(
+            "kubectl.kubernetes.io/last-applied-configuration".into(),
+            "{}".into(),
+        );
+        work.metadata.annotations = Some(annotations);
+        work.metadata.finalizers = Some(vec![WORK_FINALIZER.into()]);
+        work.metadata.managed_fields = Some(vec![Default::default()]);
+        work.status = Some(WorkStatus {
+            conditions: vec![Condition {
+                type_: "Applied".into(),
+                status: "True".into(),
+                reason: "AppliedSuccessful".into(),
+                message: "Manifest has been successfully applied".into(),
+                observed_generation: Some(1),
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            }],
+            manifest_statuses: vec![ManifestStatus {
+                identifier: ResourceIdentifier {
+                    ordinal: 0,
+                    ..Default::default()
+                },
+                status: Some(json!({"readyReplicas": 2, "conditions": [{"type": "Available"}]})),
+                health: Some(ResourceHealth::Healthy),
+                applied_revision: None,
+            }],
+        });
+        work
+    }
+
     #[test]
-    fn no_manifests_slim_to_no_hashes() {
-        let mut empty = work(Vec::new());
-        slim(&mut empty);
-        assert!(manifest_hashes(&empty).is_empty());
-        assert!(has_manifests(&empty, &[]));
-        assert!(!has_manifests(&empty, &[json!({"kind": "ConfigMap"})]));
+    fn keeps_what_execution_reads_and_drops_the_rest() {
+        let work = stored(&desired());
+        let cached = CachedWork::from(work.clone());
+        assert_eq!(cached.metadata.name, work.metadata.name);
+        assert_eq!(cached.metadata.namespace, work.metadata.namespace);
+        assert_eq!(cached.metadata.uid, work.metadata.uid);
+        assert_eq!(cached.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(cached.metadata.generation, Some(1));
+        assert_eq!(cached.metadata.finalizers, work.metadata.finalizers);
+        assert!(cached.metadata.labels.is_none() && cached.metadata.annotations.is_none());
+        assert!(cached.metadata.managed_fields.is_none());
+        assert_eq!(
+            cached.binding,
+            Some(BindingKey {
+                kind: BindingKind::ResourceBinding,
+                namespace: "default".into(),
+                name: "a".into()
+            })
+        );
+        assert_eq!(cached.propagated_namespace, None);
+        assert_eq!(
+            cached.manifest_hashes,
+            manifests().iter().map(manifest_hash).collect::<Vec<_>>()
+        );
+        assert_eq!(cached.applied, (true, None));
+        assert_eq!(cached.applied, work_applied(&work));
+        assert_eq!(cached.health, Some(ResourceHealth::Healthy));
+        assert_eq!(
+            cached.status(),
+            Some(json!({"readyReplicas": 2, "conditions": [{"type": "Available"}]}))
+        );
+        assert!(cached.has_label("resourcebinding.karmada.io/permanent-id", "uid-1"));
+        assert!(!cached.has_label("resourcebinding.karmada.io/permanent-id", "uid-2"));
+        assert!(cached.has_annotation("resourcebinding.karmada.io/name", "a"));
+        assert!(!cached.has_annotation("resourcebinding.karmada.io/name", "b"));
+    }
+
+    #[test]
+    fn deserializes_from_the_apis_json() {
+        let work = stored(&desired());
+        let cached: CachedWork = serde_json::from_value(serde_json::to_value(&work).unwrap()).unwrap();
+        assert_eq!(cached.metadata.name, work.metadata.name);
+        assert!(cached.holds(&desired()));
+        assert_eq!(CachedWork::kind(&()), "Work");
+        assert_eq!(
+            CachedWork::url_path(&(), Some("karmada-es-member1")),
+            Work::url_path(&(), Some("karmada-es-member1"))
+        );
+    }
+
+    #[test]
+    fn holds_the_desired_work_until_something_it_writes_differs() {
+        let want = desired();
+        let cached = |work: Work| CachedWork::from(work);
+        assert!(
+            cached(stored(&want)).holds(&want),
+            "another writer's annotation is not compared"
+        );
+
+        let mut other = want.clone();
+        other.spec.workload.manifests[1] =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        assert!(!cached(stored(&want)).holds(&other), "a manifest changed");
+        let mut other = want.clone();
+        other.spec.workload.manifests.reverse();
+        assert!(!cached(stored(&want)).holds(&other), "manifest order matters");
+        let mut other = want.clone();
+        other.spec.workload.manifests.pop();
+        assert!(!cached(stored(&want)).holds(&other), "a manifest is gone");
+        let mut other = want.clone();
+        other.spec.suspend_dispatching = Some(true);
+        assert!(!cached(stored(&want)).holds(&other), "suspension changed");
+        let mut other = want.clone();
+        other.spec.preserve_resources_on_deletion = Some(true);
+        assert!(!cached(stored(&want)).holds(&other), "preservation changed");
+        let mut other = want.clone();
+        other
+            .labels
+            .insert("resourcebinding.karmada.io/permanent-id".into(), "uid-2".into());
+        assert!(!cached(stored(&want)).holds(&other), "a label value changed");
+        let mut other = want.clone();
+        other
+            .annotations
+            .insert("resourcebinding.karmada.io/name".into(), "b".into());
+        assert!(
+            !cached(stored(&want)).holds(&other),
+            "an annotation value changed"
+        );
+        let mut other = want.clone();
+        other.annotations.insert("flotilla.io/new".into(), "x".into());
+        assert!(!cached(stored(&want)).holds(&other), "an annotation was added");
+
+        // Override records: added, changed, and removed when no rule applies any more.
+        let mut with_records = want.clone();
+        with_records.annotations.insert(
+            APPLIED_OVERRIDES_ANNOTATION.into(),
+            "[{\"policyName\":\"p\"}]".into(),
+        );
+        assert!(!cached(stored(&want)).holds(&with_records));
+        assert!(cached(stored(&with_records)).holds(&with_records));
+        assert!(!cached(stored(&with_records)).holds(&want), "the record must go");
+        let mut cluster_records = want.clone();
+        cluster_records.annotations.insert(
+            APPLIED_CLUSTER_OVERRIDES_ANNOTATION.into(),
+            "[{\"policyName\":\"p\"}]".into(),
+        );
+        assert!(!cached(stored(&with_records)).holds(&cluster_records));
+
+        let mut no_finalizer = stored(&want);
+        no_finalizer.metadata.finalizers = None;
+        assert!(!cached(no_finalizer).holds(&want), "the finalizer is missing");
+    }
+
+    #[test]
+    fn a_work_without_manifests_or_report() {
+        let mut want = desired();
+        want.spec.workload.manifests.clear();
+        let mut work = stored(&want);
+        work.status = None;
+        work.metadata.labels = Some(BTreeMap::from([(
+            PROPAGATED_NAMESPACE_LABEL.into(),
+            "ns1".into(),
+        )]));
+        let cached = CachedWork::from(work);
+        assert!(cached.manifest_hashes.is_empty());
+        assert!(cached.has_manifests(&[]));
+        assert!(!cached.has_manifests(&manifests()[..1]));
+        assert_eq!(cached.status(), None);
+        assert_eq!(cached.health, None);
+        assert!(!cached.applied.0);
+        assert_eq!(cached.propagated_namespace.as_deref(), Some("ns1"));
+    }
+
+    #[test]
+    fn a_slimmed_binding_keeps_what_queues_it() {
+        use flotilla_api::well_known::{POLICY_GENERATION_ANNOTATION, PROPAGATION_POLICY_NAME_ANNOTATION};
+        use flotilla_api::work::{ObjectReference, ResourceBindingStatus, TargetCluster};
+        use flotilla_api::{ClusterResourceBinding, ResourceBinding};
+
+        let resource = ObjectReference {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("default".into()),
+            name: "nginx".into(),
+            uid: Some("template-uid".into()),
+            resource_version: Some("7".into()),
+        };
+        let clusters = vec![TargetCluster {
+            name: "member1".into(),
+            replicas: 2,
+        }];
+        let mut binding = ResourceBinding::new(
+            "nginx-deployment",
+            ResourceBindingSpec {
+                resource: resource.clone(),
+                clusters: clusters.clone(),
+                placement: Some(Default::default()),
+                propagate_deps: true,
+                replicas: 2,
+                ..Default::default()
+            },
+        );
+        binding.metadata.namespace = Some("default".into());
+        binding.metadata.uid = Some("binding-uid".into());
+        binding.metadata.resource_version = Some("9".into());
+        binding.metadata.labels = Some(BTreeMap::from([("l".into(), "v".into())]));
+        binding.metadata.owner_references = Some(vec![Default::default()]);
+        binding.metadata.annotations = Some(BTreeMap::from([
+            (PROPAGATION_POLICY_NAME_ANNOTATION.into(), "p".into()),
+            (POLICY_GENERATION_ANNOTATION.into(), "uid/1".into()),
+            ("resourcebinding.karmada.io/dependencies".into(), "[]".into()),
+        ]));
+        binding.status = Some(ResourceBindingStatus::default());
+        let full = binding.clone();
+        slim_binding(&mut binding.metadata, &mut binding.spec, &mut binding.status);
+        assert_eq!(binding.metadata.name, full.metadata.name);
+        assert_eq!(binding.metadata.namespace, full.metadata.namespace);
+        assert_eq!(binding.metadata.uid, full.metadata.uid);
+        assert_eq!(binding.metadata.resource_version, full.metadata.resource_version);
+        assert!(crate::overrides::detector_managed(
+            binding.metadata.annotations.as_ref().unwrap()
+        ));
+        assert_eq!(binding.metadata.annotations.as_ref().map(BTreeMap::len), Some(2));
+        assert!(binding.metadata.labels.is_none() && binding.metadata.owner_references.is_none());
+        assert_eq!(binding.spec.resource, resource);
+        assert_eq!(binding.spec.clusters, clusters);
+        assert_eq!(binding.spec.placement, None);
+        assert!(binding.status.is_none());
+
+        // A binding of a dependency alone (no policy annotation) stays unmanaged.
+        let mut dependency = ClusterResourceBinding::new("ns", full.spec.clone().into());
+        dependency.metadata.annotations = Some(BTreeMap::from([(
+            "resourcebinding.karmada.io/dependencies".into(),
+            "[]".into(),
+        )]));
+        slim_binding(
+            &mut dependency.metadata,
+            &mut dependency.spec,
+            &mut dependency.status,
+        );
+        assert!(dependency.metadata.annotations.is_none());
+        assert!(!crate::overrides::detector_managed(&Default::default()));
+        assert_eq!(dependency.spec.clusters, clusters);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
-use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
+use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding};
 use flotilla_runtime::events::Recorder;
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -98,7 +98,7 @@ pub struct Stores {
     /// ClusterResourceBindings.
     pub cluster_bindings: Store<ClusterResourceBinding>,
     /// Works.
-    pub works: Store<Work>,
+    pub works: Store<crate::cache::CachedWork>,
     /// Clusters.
     pub clusters: Store<Cluster>,
     /// Namespaces.

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use crate::cache::CachedWork;
 use crate::clusters::Members;
 use crate::context::{BindingKey, Context};
 use crate::error::ExecutionError;
@@ -32,9 +33,7 @@ use crate::status::{
     aggregated_items, fully_applied, merge_patch_diff, per_cluster_statuses, stamp_health_transitions,
 };
 use crate::works::{BINDING_FINALIZER, BindingKind, BindingView, DesiredWork, WORK_FINALIZER, plan_works};
-use flotilla_overrides::{
-    APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION, ClusterFacts, RuleFailure,
-};
+use flotilla_overrides::{ClusterFacts, RuleFailure};
 
 /// What a reconcile of one binding found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -306,9 +305,7 @@ async fn reconcile_locked(
             }
             for cluster in &plan.keep_suspended {
                 if let Some(work) = existing.get(cluster) {
-                    if work.spec.suspend_dispatching != Some(true)
-                        && work.metadata.deletion_timestamp.is_none()
-                    {
+                    if work.suspend_dispatching != Some(true) && work.metadata.deletion_timestamp.is_none() {
                         let api: Api<Work> =
                             Api::namespaced(ctx.client.clone(), &work.namespace().unwrap_or_default());
                         api.patch(
@@ -347,7 +344,7 @@ async fn reconcile_locked(
                         metrics().purged(cluster);
                         tracing::info!(binding = %key, cluster = %cluster, "purging the copy of an evicted cluster");
                     }
-                    delete_work(ctx, work).await?;
+                    delete_work(ctx, &work.metadata).await?;
                     wrote_works = true;
                 }
             }
@@ -442,11 +439,11 @@ fn binding_ref(key: &BindingKey, binding: &BindingObject) -> k8s_openapi::api::c
 }
 
 /// The binding's Works in the cache, by cluster.
-fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc<Work>> {
+fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc<CachedWork>> {
     let label = view.permanent_id_label();
     cached_works_named(ctx, &view.work_name())
         .into_iter()
-        .filter(|(_, work)| work.labels().get(label).map(String::as_str) == Some(view.uid))
+        .filter(|(_, work)| work.has_label(label, view.uid))
         .collect()
 }
 
@@ -454,7 +451,7 @@ fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc
 /// derived from their binding or namespace, so this looks each execution namespace up by name
 /// instead of scanning every Work (a scan made each reconcile O(Works) and a propagation run
 /// of N templates O(N²)).
-pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, Arc<Work>> {
+pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, Arc<CachedWork>> {
     let mut clusters: BTreeSet<String> = ctx.stores.clusters.state().iter().map(|c| c.name_any()).collect();
     // Works may remain in the namespace of a cluster that is no longer registered.
     clusters.extend(
@@ -478,37 +475,13 @@ pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, 
 }
 
 /// Whether the Work must be written to become `desired`.
-pub(crate) fn needs_write(current: Option<&Work>, desired: &DesiredWork) -> bool {
-    let Some(current) = current else {
-        return true;
-    };
-    if current.metadata.deletion_timestamp.is_some() {
+pub(crate) fn needs_write(current: Option<&CachedWork>, desired: &DesiredWork) -> bool {
+    match current {
+        None => true,
         // It is going away; the next reconcile after its deletion creates it again.
-        return false;
+        Some(current) if current.metadata.deletion_timestamp.is_some() => false,
+        Some(current) => !current.holds(desired),
     }
-    let labels = current.labels();
-    let annotations = current.annotations();
-    // Field by field (a new WorkSpec field does not compile here until it is compared): the
-    // cached Work has no manifests (crate::cache), they are compared by hash.
-    let flotilla_api::work::WorkSpec {
-        workload,
-        suspend_dispatching,
-        preserve_resources_on_deletion,
-    } = &desired.spec;
-    // The override records must also go when no rule applies any more.
-    let records_differ = [APPLIED_OVERRIDES_ANNOTATION, APPLIED_CLUSTER_OVERRIDES_ANNOTATION]
-        .iter()
-        .any(|key| annotations.get(*key) != desired.annotations.get(*key));
-    current.spec.suspend_dispatching != *suspend_dispatching
-        || records_differ
-        || current.spec.preserve_resources_on_deletion != *preserve_resources_on_deletion
-        || !crate::cache::has_manifests(current, &workload.manifests)
-        || desired.labels.iter().any(|(k, v)| labels.get(k) != Some(v))
-        || desired
-            .annotations
-            .iter()
-            .any(|(k, v)| annotations.get(k) != Some(v))
-        || !current.finalizers().iter().any(|f| f == WORK_FINALIZER)
 }
 
 pub(crate) async fn apply_work(
@@ -574,18 +547,19 @@ async fn ensure_execution_namespace(ctx: &Context, namespace: &str) -> Result<()
     }
 }
 
-pub(crate) async fn delete_work(ctx: &Context, work: &Work) -> Result<(), ExecutionError> {
-    if work.metadata.deletion_timestamp.is_some() {
+/// Deletes the Work `work` (its metadata, from the cache or the API) unless it is going away.
+pub(crate) async fn delete_work(ctx: &Context, work: &ObjectMeta) -> Result<(), ExecutionError> {
+    if work.deletion_timestamp.is_some() {
         return Ok(());
     }
-    let namespace = work.namespace().unwrap_or_default();
-    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
-    match api.delete(&work.name_any(), &DeleteParams::background()).await {
+    let namespace = work.namespace.as_deref().unwrap_or_default();
+    let name = work.name.as_deref().unwrap_or_default();
+    let api: Api<Work> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(error) => Err(ExecutionError::control_plane(format!(
-            "delete Work {namespace}/{}",
-            work.name_any()
+            "delete Work {namespace}/{name}"
         ))(error)),
     }
 }
@@ -614,7 +588,7 @@ async fn finalize(
         .await
         .map_err(ExecutionError::control_plane(format!("list the Works of {key}")))?;
     for work in &works.items {
-        delete_work(ctx, work).await?;
+        delete_work(ctx, &work.metadata).await?;
     }
     let remaining: Vec<String> = binding
         .metadata
@@ -708,13 +682,14 @@ async fn write_status(
     ctx: &Context,
     key: &BindingKey,
     binding: &BindingObject,
-    existing: &BTreeMap<String, Arc<Work>>,
+    existing: &BTreeMap<String, Arc<CachedWork>>,
     template: Option<&Value>,
     scheduled: bool,
     overrides: Option<&(bool, Vec<(String, RuleFailure)>)>,
 ) -> Result<(), ExecutionError> {
     let targets: Vec<String> = binding.spec.cluster_names().map(str::to_owned).collect();
-    let works: BTreeMap<String, &Work> = existing.iter().map(|(c, w)| (c.clone(), w.as_ref())).collect();
+    let works: BTreeMap<String, &CachedWork> =
+        existing.iter().map(|(c, w)| (c.clone(), w.as_ref())).collect();
     let mut items = aggregated_items(&targets, &works);
     let mut status = binding.status.clone().unwrap_or_default();
     stamp_health_transitions(&mut items, &status.aggregated_status, Timestamp::now());

@@ -167,10 +167,10 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
         })?,
         None => (Vec::new(), Vec::new()),
     };
-    let existing: BTreeMap<String, Arc<flotilla_api::Work>> =
+    let existing: BTreeMap<String, Arc<crate::cache::CachedWork>> =
         cached_works_named(ctx, &namespace_work_name(name))
             .into_iter()
-            .filter(|(_, w)| w.labels().get(PROPAGATED_NAMESPACE_LABEL).map(String::as_str) == Some(name))
+            .filter(|(_, w)| w.propagated_namespace.as_deref() == Some(name))
             .collect();
     for work in &desired {
         if needs_write(existing.get(&work.cluster).map(Arc::as_ref), work) {
@@ -196,7 +196,7 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
     let wanted: BTreeSet<&str> = desired.iter().map(|w| w.cluster.as_str()).collect();
     for (cluster, work) in &existing {
         if !wanted.contains(cluster.as_str()) {
-            delete_work(ctx, work).await?;
+            delete_work(ctx, &work.metadata).await?;
         }
     }
     Ok(())

@@ -41,18 +41,22 @@ impl OverrideInputs {
 /// Override rules skipped because they failed, with the cluster each failed in.
 pub type ClusterFailures = Vec<(String, RuleFailure)>;
 
+/// The annotations of a binding the detector manages, any one of which says so (see
+/// [`detector_managed`]).
+pub const DETECTOR_MANAGED_ANNOTATIONS: [&str; 3] = [
+    POLICY_GENERATION_ANNOTATION,
+    PROPAGATION_POLICY_NAME_ANNOTATION,
+    CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION,
+];
+
 /// Whether the detector manages the binding with these annotations (then its
 /// `flotilla.io/overrides` is what is in effect): a policy claims it, or the detector refreshed
 /// it from one (a binding whose policy went keeps `flotilla.io/policy-generation`). Bindings the
 /// dependency distributor made for a dependency alone have neither.
 pub fn detector_managed(annotations: &BTreeMap<String, String>) -> bool {
-    [
-        POLICY_GENERATION_ANNOTATION,
-        PROPAGATION_POLICY_NAME_ANNOTATION,
-        CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION,
-    ]
-    .iter()
-    .any(|key| annotations.contains_key(*key))
+    DETECTOR_MANAGED_ANNOTATIONS
+        .iter()
+        .any(|key| annotations.contains_key(*key))
 }
 
 /// The policies recorded in a binding's `flotilla.io/overrides`.

@@ -373,7 +373,7 @@ async fn run_housekeeping(ctx: Arc<Context>, readiness: Readiness) {
         metrics.set_owned_clusters(owned);
         // Each replica counts the clusters it owns, so a sum over replicas counts each once.
         for work in ctx.stores.works.state() {
-            if work.spec.suspend_dispatching == Some(true)
+            if work.suspend_dispatching == Some(true)
                 && let Some(cluster) = work
                     .namespace()
                     .as_deref()

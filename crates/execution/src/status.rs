@@ -10,7 +10,8 @@ use flotilla_api::well_known::{conditions, reasons};
 use flotilla_api::work::AggregatedStatusItem;
 use serde_json::{Map, Value};
 
-use crate::manifest::Revision;
+use crate::cache::CachedWork;
+use crate::manifest::{Revision, manifest_hash};
 use crate::works::applied_revisions;
 
 /// Reason of `FullyApplied=True`.
@@ -52,35 +53,33 @@ pub fn work_applied(work: &Work) -> (bool, Option<String>) {
 
 fn holds_current_manifests(work: &Work) -> bool {
     let recorded = applied_revisions(work);
-    // The cached Work has no manifests, only their hashes (crate::cache).
-    let hashes = crate::cache::manifest_hashes(work);
-    !hashes.is_empty()
-        && hashes.iter().enumerate().all(|(ordinal, hash)| {
+    let manifests = &work.spec.workload.manifests;
+    !manifests.is_empty()
+        && manifests.iter().enumerate().all(|(ordinal, manifest)| {
             recorded
                 .get(&ordinal)
                 .and_then(|r| Revision::parse(r))
-                .is_some_and(|r| r.hash == *hash)
+                .is_some_and(|r| r.hash == manifest_hash(manifest))
         })
 }
 
 /// The binding's `aggregatedStatus`: one item per target cluster, in target order, from that
 /// cluster's Work (`None` when the Work does not exist yet).
-pub fn aggregated_items(targets: &[String], works: &BTreeMap<String, &Work>) -> Vec<AggregatedStatusItem> {
+pub fn aggregated_items(
+    targets: &[String],
+    works: &BTreeMap<String, &CachedWork>,
+) -> Vec<AggregatedStatusItem> {
     targets
         .iter()
         .map(|cluster| match works.get(cluster) {
             Some(work) => {
-                let (applied, message) = work_applied(work);
-                let manifest = work
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.manifest_statuses.iter().find(|m| m.identifier.ordinal == 0));
+                let (applied, message) = work.applied.clone();
                 AggregatedStatusItem {
                     cluster_name: cluster.clone(),
-                    status: manifest.and_then(|m| m.status.clone()),
+                    status: work.status(),
                     applied,
                     applied_message: if applied { None } else { message },
-                    health: manifest.and_then(|m| m.health.clone()),
+                    health: work.health.clone(),
                     last_health_transition_time: None,
                 }
             }
@@ -301,13 +300,13 @@ mod tests {
 
     #[test]
     fn aggregation_and_fully_applied() {
-        let ok = work(1, Some((true, 1, "ok")), false);
-        let failing = work(
+        let ok = CachedWork::from(work(1, Some((true, 1, "ok")), false));
+        let failing = CachedWork::from(work(
             1,
             Some((false, 1, "cluster member2 is unreachable: refused")),
             false,
-        );
-        let suspended = work(2, Some((true, 1, "ok")), true);
+        ));
+        let suspended = CachedWork::from(work(2, Some((true, 1, "ok")), true));
         let targets = vec!["member1".to_owned(), "member2".to_owned(), "member3".to_owned()];
 
         let works = BTreeMap::from([("member1".to_owned(), &ok), ("member2".to_owned(), &ok)]);

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::well_known::cluster_of_execution_namespace;
-use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
+use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding};
 use flotilla_overrides::ClusterFacts;
 use flotilla_runtime::watch::Change;
 use k8s_openapi::api::core::v1::Namespace;
@@ -24,10 +24,9 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use crate::cache::CachedWork;
 use crate::clusters::Members;
 use crate::context::{BindingKey, Context, Stores};
-use crate::dispatch::binding_of_work;
-use crate::namespaces::PROPAGATED_NAMESPACE_LABEL;
 use crate::overrides::detector_managed;
 use crate::works::BindingKind;
 
@@ -39,7 +38,7 @@ type WorkSignature = (Option<i64>, bool, Vec<String>);
 pub struct Writers {
     bindings: Writer<ResourceBinding>,
     cluster_bindings: Writer<ClusterResourceBinding>,
-    works: Writer<Work>,
+    works: Writer<CachedWork>,
     clusters: Writer<Cluster>,
     namespaces: Writer<Namespace>,
     override_policies: Writer<OverridePolicy>,
@@ -110,12 +109,9 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<ResourceBinding>::all(client.clone()),
             writers.bindings,
             ctx.clone(),
-            // Metadata and spec say which bindings to queue (the clusters they target, their
-            // template's namespace, whether the detector manages them). The status is dropped:
-            // its aggregatedStatus (execution's own report, every member object's status) is
-            // most of a binding's size, and a binding is reconciled from a fresh read
-            // (`dispatch::get_binding`), never from this cache.
-            |binding: &mut ResourceBinding| binding.status = None,
+            |binding: &mut ResourceBinding| {
+                crate::cache::slim_binding(&mut binding.metadata, &mut binding.spec, &mut binding.status)
+            },
             move |event| {
                 if let Some(binding) = event.object() {
                     ctx.binding_queue.add(BindingKey {
@@ -133,8 +129,9 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             Api::<ClusterResourceBinding>::all(client.clone()),
             writers.cluster_bindings,
             ctx.clone(),
-            // As for ResourceBindings above.
-            |binding: &mut ClusterResourceBinding| binding.status = None,
+            |binding: &mut ClusterResourceBinding| {
+                crate::cache::slim_binding(&mut binding.metadata, &mut binding.spec, &mut binding.status)
+            },
             move |event| {
                 if let Some(binding) = event.object() {
                     ctx.binding_queue.add(BindingKey {
@@ -150,10 +147,10 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
         let ctx = ctx.clone();
         let mut seen: HashMap<(String, String), WorkSignature> = HashMap::new();
         run(
-            Api::<Work>::all(client.clone()),
+            Api::<CachedWork>::all(client.clone()),
             writers.works,
             ctx.clone(),
-            crate::cache::slim,
+            |_| {},
             move |event| {
                 let deleted = matches!(event, Change::Deleted(_));
                 let Some(work) = event.object() else { return };
@@ -161,7 +158,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 let Some(cluster) = cluster_of_execution_namespace(&namespace) else {
                     return;
                 };
-                if let Some(key) = binding_of_work(work) {
+                if let Some(key) = work.binding.clone() {
                     if deleted {
                         ctx.binding_queue.add(key);
                     } else {
@@ -169,7 +166,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                             .add_after(key, crate::dispatch::WORK_REPORTS_COALESCE);
                     }
                 }
-                if let Some(namespace) = work.labels().get(PROPAGATED_NAMESPACE_LABEL)
+                if let Some(namespace) = &work.propagated_namespace
                     && deleted
                 {
                     ctx.namespace_queue.add(namespace.clone());
