@@ -12,7 +12,7 @@ use flotilla_api::well_known::{
 };
 use flotilla_api::{
     BindingSnapshot, ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec,
-    Suspension, TargetCluster,
+    ResourceBindingStatus, Suspension, TargetCluster,
 };
 use flotilla_interpreter::DependencyRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -177,6 +177,65 @@ pub struct BindingView {
     pub traceparent: Option<String>,
     /// `status.conditions`.
     pub conditions: Vec<Condition>,
+}
+
+/// The annotations [`BindingView::new`] reads (with [`VIEW_LABELS`]): what the distributor's
+/// binding cache keeps of a binding's annotations.
+const VIEW_ANNOTATIONS: [&str; 5] = [
+    PROPAGATION_POLICY_NAME_ANNOTATION,
+    CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION,
+    DEPENDENCIES_ANNOTATION,
+    TEMPLATE_FINGERPRINT_ANNOTATION,
+    TRACE_PARENT_ANNOTATION,
+];
+
+/// The labels [`BindingView::new`] reads ([`is_claimed`]).
+const VIEW_LABELS: [&str; 2] = [
+    PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+];
+
+/// Trims a binding for the distributor's watch cache down to what its [`BindingView`] reads:
+/// the placement, replica requirements, eviction tasks, execution's per-cluster status and
+/// every other annotation and label go (the cache serves views and the reconcilers' lookups;
+/// a binding about to be written is read from the API).
+pub fn slim_for_cache(
+    meta: &mut ObjectMeta,
+    spec: &mut ResourceBindingSpec,
+    status: &mut Option<ResourceBindingStatus>,
+) {
+    flotilla_runtime::watch::slim_metadata(meta, &VIEW_ANNOTATIONS, &VIEW_LABELS);
+    // Field by field, so a new spec field does not compile here until it is kept or dropped.
+    let ResourceBindingSpec {
+        resource,
+        propagate_deps,
+        replica_requirements: _,
+        replicas: _,
+        clusters,
+        placement: _,
+        graceful_eviction_tasks: _,
+        required_by,
+        scheduler_name: _,
+        failover: _,
+        conflict_resolution,
+        reschedule_triggered_at: _,
+        suspension,
+        preserve_resources_on_deletion,
+    } = std::mem::take(spec);
+    *spec = ResourceBindingSpec {
+        resource,
+        propagate_deps,
+        clusters,
+        required_by,
+        conflict_resolution,
+        suspension,
+        preserve_resources_on_deletion,
+        ..ResourceBindingSpec::default()
+    };
+    *status = status.take().map(|status| ResourceBindingStatus {
+        conditions: status.conditions,
+        ..ResourceBindingStatus::default()
+    });
 }
 
 impl BindingView {
@@ -450,5 +509,91 @@ mod tests {
             .is_attached_only()
         );
         assert!(!BindingView::default().is_attached_only());
+    }
+
+    #[test]
+    fn a_binding_slimmed_for_the_cache_has_the_same_view() {
+        use flotilla_api::work::GracefulEvictionTask;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+        use k8s_openapi::jiff::Timestamp;
+
+        let condition = Condition {
+            type_: "Scheduled".into(),
+            status: "True".into(),
+            reason: "Success".into(),
+            message: "ok".into(),
+            observed_generation: Some(2),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        };
+        let mut binding = ResourceBinding::new(
+            "web-deployment",
+            ResourceBindingSpec {
+                resource: ObjectReference {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: Some("default".into()),
+                    name: "web".into(),
+                    uid: Some("t-uid".into()),
+                    resource_version: Some("3".into()),
+                },
+                propagate_deps: true,
+                replicas: 3,
+                clusters: vec![TargetCluster {
+                    name: "member1".into(),
+                    replicas: 3,
+                }],
+                placement: Some(Default::default()),
+                graceful_eviction_tasks: vec![GracefulEvictionTask::default()],
+                required_by: vec![BindingSnapshot::default()],
+                conflict_resolution: Some(ConflictResolution::Overwrite),
+                suspension: Some(Suspension::default()),
+                preserve_resources_on_deletion: Some(true),
+                ..Default::default()
+            },
+        );
+        binding.metadata.namespace = Some("default".into());
+        binding.metadata.uid = Some("b-uid".into());
+        binding.metadata.resource_version = Some("11".into());
+        binding.metadata.generation = Some(2);
+        binding.metadata.owner_references = Some(vec![OwnerReference::default()]);
+        binding.metadata.annotations = Some(BTreeMap::from([
+            (PROPAGATION_POLICY_NAME_ANNOTATION.into(), "p".into()),
+            (
+                DEPENDENCIES_ANNOTATION.into(),
+                r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"default","name":"c"}]"#.into(),
+            ),
+            (TEMPLATE_FINGERPRINT_ANNOTATION.into(), "abc".into()),
+            (TRACE_PARENT_ANNOTATION.into(), "00-1-2-01".into()),
+            ("flotilla.io/overrides".into(), "{}".into()),
+        ]));
+        binding.metadata.labels = Some(BTreeMap::from([
+            (PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(), "id".into()),
+            ("other".into(), "x".into()),
+        ]));
+        binding.status = Some(ResourceBindingStatus {
+            conditions: vec![condition],
+            aggregated_status: vec![Default::default()],
+            scheduler_observed_generation: Some(2),
+            ..Default::default()
+        });
+        let full = BindingView::of_resource_binding(&binding);
+        assert_eq!(full.dependencies.len(), 1);
+        assert!(full.claimed && full.traceparent.is_some() && full.fingerprint.is_some());
+        slim_for_cache(&mut binding.metadata, &mut binding.spec, &mut binding.status);
+        assert_eq!(BindingView::of_resource_binding(&binding), full);
+        assert_eq!(binding.spec.placement, None);
+        assert!(binding.spec.graceful_eviction_tasks.is_empty());
+        assert!(binding.metadata.owner_references.is_none());
+        assert_eq!(binding.metadata.annotations.as_ref().map(BTreeMap::len), Some(4));
+        assert_eq!(binding.metadata.labels.as_ref().map(BTreeMap::len), Some(1));
+
+        // Claimed by a label alone.
+        let mut labelled = ResourceBinding::new("x", ResourceBindingSpec::default());
+        labelled.metadata.labels = Some(BTreeMap::from([(
+            CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(),
+            "id".into(),
+        )]));
+        slim_for_cache(&mut labelled.metadata, &mut labelled.spec, &mut labelled.status);
+        assert!(BindingView::of_resource_binding(&labelled).claimed);
     }
 }

@@ -267,12 +267,7 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         Api::<ResourceBinding>::all(client.clone()),
         rb_writer,
         BindingView::of_resource_binding,
-        // Execution's per-cluster status, the largest part of a binding, is never read here.
-        |b: &mut ResourceBinding| {
-            if let Some(status) = b.status.as_mut() {
-                status.aggregated_status = Vec::new();
-            }
-        },
+        |b: &mut ResourceBinding| binding::slim_for_cache(&mut b.metadata, &mut b.spec, &mut b.status),
         SyncPart::ResourceBindings,
         gate.clone(),
         shutdown.clone(),
@@ -282,11 +277,7 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         Api::<ClusterResourceBinding>::all(client.clone()),
         crb_writer,
         BindingView::of_cluster_resource_binding,
-        |b: &mut ClusterResourceBinding| {
-            if let Some(status) = b.status.as_mut() {
-                status.aggregated_status = Vec::new();
-            }
-        },
+        |b: &mut ClusterResourceBinding| binding::slim_for_cache(&mut b.metadata, &mut b.spec, &mut b.status),
         SyncPart::ClusterResourceBindings,
         gate.clone(),
         shutdown.clone(),

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use flotilla_api::conditions;
 use flotilla_api::well_known::conditions::SCHEDULED;
+use flotilla_api::well_known::{ACTIVATION_PREFERENCE_ANNOTATION, TRACE_PARENT_ANNOTATION};
 use flotilla_runtime::queue::WorkQueue;
 use flotilla_runtime::watch::Change;
 use futures::StreamExt;
@@ -114,8 +115,14 @@ pub fn start<K: BindingObject>(
             writer,
             // Of execution's per-cluster status (never written here: the status patch names the
             // scheduler's fields only) failover reads whether each cluster applied and its health;
-            // the member objects' statuses, the largest part of a binding, are never read.
+            // the member objects' statuses, the largest part of a binding, are never read. Of the
+            // metadata, the identity and the two annotations the scheduler reads.
             |binding: &mut K| {
+                flotilla_runtime::watch::slim_metadata(
+                    binding.meta_mut(),
+                    &[TRACE_PARENT_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION],
+                    &[],
+                );
                 if let Some(status) = binding.binding_status_mut() {
                     for item in &mut status.aggregated_status {
                         item.status = None;
