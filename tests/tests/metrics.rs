@@ -112,12 +112,19 @@ spec:
         detector.contains("flotilla_leader{service=\"flotilla-detector\"} 1"),
         "{detector}"
     );
-    assert!(
-        detector.contains(
-            "flotilla_grpc_client_request_duration_seconds_count{method=\"flotilla.v1.Scheduler/Schedule\""
-        ),
-        "{detector}"
-    );
+    // The detector's Schedule call is recorded when its answer arrives, which may be after
+    // the member already holds the Deployment (the scheduler notifies execution before
+    // answering).
+    eventually("the detector to record its Schedule call", TIMEOUT, || async {
+        env.http_get(Service::Detector, "/metrics")
+            .await
+            .is_some_and(|(_, body)| {
+                body.contains(
+                    "flotilla_grpc_client_request_duration_seconds_count{method=\"flotilla.v1.Scheduler/Schedule\"",
+                )
+            })
+    })
+    .await;
 
     // The scheduler reports its queue per binding kind (every 5 s).
     eventually("the scheduler to report its ResourceBinding queue", TIMEOUT, || async {
