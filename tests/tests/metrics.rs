@@ -59,6 +59,20 @@ fn families(service: Service) -> &'static [&'static str] {
     }
 }
 
+/// Waits until `service`'s `/metrics` holds `sample` (a metric name with its first labels).
+async fn wait_for_sample(env: &Env, service: Service, sample: &str) {
+    eventually(
+        &format!("{service:?} /metrics to hold {sample}"),
+        TIMEOUT,
+        || async {
+            env.http_get(service, "/metrics")
+                .await
+                .is_some_and(|(_, body)| body.contains(sample))
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn every_service_exposes_its_metric_families_and_readiness_follows_the_api() {
     let mut env = Env::start(EnvOptions {
@@ -115,27 +129,18 @@ spec:
     // The detector's Schedule call is recorded when its answer arrives, which may be after
     // the member already holds the Deployment (the scheduler notifies execution before
     // answering).
-    eventually("the detector to record its Schedule call", TIMEOUT, || async {
-        env.http_get(Service::Detector, "/metrics")
-            .await
-            .is_some_and(|(_, body)| {
-                body.contains(
-                    "flotilla_grpc_client_request_duration_seconds_count{method=\"flotilla.v1.Scheduler/Schedule\"",
-                )
-            })
-    })
+    wait_for_sample(
+        &env,
+        Service::Detector,
+        "flotilla_grpc_client_request_duration_seconds_count{method=\"flotilla.v1.Scheduler/Schedule\"",
+    )
     .await;
-
     // The scheduler reports its queue per binding kind (every 5 s).
-    eventually("the scheduler to report its ResourceBinding queue", TIMEOUT, || async {
-        env.http_get(Service::Scheduler, "/metrics")
-            .await
-            .is_some_and(|(_, body)| {
-                body.contains(
-                    "flotilla_workqueue_oldest_wait_seconds{service=\"flotilla-scheduler\",queue=\"ResourceBinding\"}",
-                )
-            })
-    })
+    wait_for_sample(
+        &env,
+        Service::Scheduler,
+        "flotilla_workqueue_oldest_wait_seconds{service=\"flotilla-scheduler\",queue=\"ResourceBinding\"}",
+    )
     .await;
 
     // Readiness names its checks, leader election and membership included.
