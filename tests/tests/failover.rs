@@ -193,6 +193,22 @@ async fn event_reasons(cp: &Client, namespace: Option<&str>, name: &str) -> Vec<
         .collect()
 }
 
+/// The events of `reason` about the object called `name` whose message contains `text`.
+async fn events_about(events: &Api<Event>, name: &str, reason: &str, text: &str) -> Vec<Event> {
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some(name)
+                && e.reason.as_deref() == Some(reason)
+                && e.message.as_deref().is_some_and(|m| m.contains(text))
+        })
+        .collect()
+}
+
 /// When `binding` was evicted from `cluster`: its task's `creationTimestamp`, or, once the
 /// task has finished, the time of the eviction event.
 async fn eviction_time(cp: &Client, binding: &ResourceBinding, cluster: &str) -> Timestamp {
@@ -205,17 +221,9 @@ async fn eviction_time(cp: &Client, binding: &ResourceBinding, cluster: &str) ->
     }
     let name = binding.metadata.name.clone().unwrap();
     let events: Api<Event> = Api::namespaced(cp.clone(), NS);
-    events
-        .list(&ListParams::default())
+    events_about(&events, &name, "EvictWorkloadFromClusterStarted", cluster)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(name.as_str())
-                && e.reason.as_deref() == Some("EvictWorkloadFromClusterStarted")
-                && e.message.as_deref().is_some_and(|m| m.contains(cluster))
-        })
         .find_map(|e| {
             e.event_time
                 .map(|t| t.0)
@@ -1122,18 +1130,9 @@ async fn wait_taint_event(events: &Api<Event>, cluster: &str, text: &str) {
         &format!("a {cluster} taint event with {text}"),
         TIMEOUT,
         || async {
-            events
-                .list(&ListParams::default())
+            !events_about(events, cluster, "TaintClusterSucceed", text)
                 .await
-                .unwrap()
-                .items
-                .into_iter()
-                .filter(|e| {
-                    e.involved_object.name.as_deref() == Some(cluster)
-                        && e.reason.as_deref() == Some("TaintClusterSucceed")
-                })
-                .filter_map(|e| e.message)
-                .any(|m| m.contains(text))
+                .is_empty()
         },
     )
     .await;
