@@ -330,19 +330,15 @@ async fn is_orphan(ctx: &Context, work: &Work) -> Result<bool, ExecutionError> {
     let uid = labels
         .get(flotilla_api::well_known::RESOURCE_BINDING_PERMANENT_ID_LABEL)
         .or_else(|| labels.get(flotilla_api::well_known::CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL));
-    let cached_uid = match key.kind {
-        crate::works::BindingKind::ResourceBinding => ctx
-            .stores
-            .bindings
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-            .and_then(|b| b.metadata.uid.clone()),
-        crate::works::BindingKind::ClusterResourceBinding => ctx
-            .stores
-            .cluster_bindings
-            .get(&ObjectRef::new(&key.name))
-            .and_then(|b| b.metadata.uid.clone()),
+    let cached = match key.kind {
+        crate::works::BindingKind::ResourceBinding => {
+            ctx.stores.bindings.get(Some(&key.namespace), &key.name)
+        }
+        crate::works::BindingKind::ClusterResourceBinding => ctx.stores.cluster_bindings.get(None, &key.name),
     };
-    if cached_uid.is_some() && cached_uid.as_ref() == uid {
+    if let (Some(cached), Some(uid)) = (cached, uid)
+        && cached.has_uid(uid)
+    {
         return Ok(false);
     }
     // The cache may lag behind a new binding: ask the API before deleting anything.

@@ -393,9 +393,9 @@ pub fn enqueue_cluster_works(ctx: &Context, member: &Member) {
         .works
         .state()
         .iter()
-        .filter(|w| w.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|w| w.namespace() == namespace)
     {
-        member.queue.add(work.name_any());
+        member.queue.add(work.name().to_owned());
     }
 }
 

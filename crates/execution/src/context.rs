@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
-use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding};
+use flotilla_api::{Cluster, ClusterTaintPolicy};
 use flotilla_runtime::events::Recorder;
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -94,11 +94,11 @@ pub fn namespace_shard(name: &str) -> String {
 #[derive(Clone)]
 pub struct Stores {
     /// ResourceBindings.
-    pub bindings: Store<ResourceBinding>,
+    pub bindings: flotilla_runtime::cache::Cache<crate::cache::CachedBinding>,
     /// ClusterResourceBindings.
-    pub cluster_bindings: Store<ClusterResourceBinding>,
+    pub cluster_bindings: flotilla_runtime::cache::Cache<crate::cache::CachedBinding>,
     /// Works.
-    pub works: Store<crate::cache::CachedWork>,
+    pub works: flotilla_runtime::cache::Cache<crate::cache::CachedWork>,
     /// Clusters.
     pub clusters: Store<Cluster>,
     /// Namespaces.

@@ -305,46 +305,39 @@ async fn reconcile_locked(
             }
             for cluster in &plan.keep_suspended {
                 if let Some(work) = existing.get(cluster) {
-                    if work.suspend_dispatching != Some(true) && work.metadata.deletion_timestamp.is_none() {
-                        let api: Api<Work> =
-                            Api::namespaced(ctx.client.clone(), &work.namespace().unwrap_or_default());
+                    if work.suspend_dispatching != Some(true) && !work.deleting {
+                        let api: Api<Work> = Api::namespaced(ctx.client.clone(), work.namespace());
                         api.patch(
-                            &work.name_any(),
+                            work.name(),
                             &PatchParams::default(),
                             &Patch::Merge(json!({"spec": {"suspendDispatching": true}})),
                         )
                         .await
                         .map_err(ExecutionError::control_plane(format!(
                             "suspend Work {}",
-                            work.name_any()
+                            work.name()
                         )))?;
                         wrote_works = true;
                     }
-                    outcome.works.push(format!(
-                        "{}/{}",
-                        work.namespace().unwrap_or_default(),
-                        work.name_any()
-                    ));
+                    outcome
+                        .works
+                        .push(format!("{}/{}", work.namespace(), work.name()));
                 }
             }
             for cluster in &plan.keep_evicting {
                 if let Some(work) = existing.get(cluster) {
-                    outcome.works.push(format!(
-                        "{}/{}",
-                        work.namespace().unwrap_or_default(),
-                        work.name_any()
-                    ));
+                    outcome
+                        .works
+                        .push(format!("{}/{}", work.namespace(), work.name()));
                 }
             }
             for cluster in &plan.delete {
                 if let Some(work) = existing.get(cluster) {
-                    if binding.spec.eviction_task(cluster).is_some()
-                        && work.metadata.deletion_timestamp.is_none()
-                    {
+                    if binding.spec.eviction_task(cluster).is_some() && !work.deleting {
                         metrics().purged(cluster);
                         tracing::info!(binding = %key, cluster = %cluster, "purging the copy of an evicted cluster");
                     }
-                    delete_work(ctx, &work.metadata).await?;
+                    delete_work(ctx, work.namespace(), work.name(), work.deleting).await?;
                     wrote_works = true;
                 }
             }
@@ -465,10 +458,7 @@ pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, 
         .into_iter()
         .filter_map(|cluster| {
             let namespace = flotilla_api::well_known::execution_namespace(&cluster);
-            let work = ctx
-                .stores
-                .works
-                .get(&kube::runtime::reflector::ObjectRef::new(name).within(&namespace))?;
+            let work = ctx.stores.works.get(Some(&namespace), name)?;
             Some((cluster, work))
         })
         .collect()
@@ -479,7 +469,7 @@ pub(crate) fn needs_write(current: Option<&CachedWork>, desired: &DesiredWork) -
     match current {
         None => true,
         // It is going away; the next reconcile after its deletion creates it again.
-        Some(current) if current.metadata.deletion_timestamp.is_some() => false,
+        Some(current) if current.deleting => false,
         Some(current) => !current.holds(desired),
     }
 }
@@ -547,13 +537,17 @@ async fn ensure_execution_namespace(ctx: &Context, namespace: &str) -> Result<()
     }
 }
 
-/// Deletes the Work `work` (its metadata, from the cache or the API) unless it is going away.
-pub(crate) async fn delete_work(ctx: &Context, work: &ObjectMeta) -> Result<(), ExecutionError> {
-    if work.deletion_timestamp.is_some() {
+/// Deletes the Work `name` in `namespace` unless it is going away (`deleting`, as the cache or
+/// the API saw it).
+pub(crate) async fn delete_work(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    deleting: bool,
+) -> Result<(), ExecutionError> {
+    if deleting {
         return Ok(());
     }
-    let namespace = work.namespace.as_deref().unwrap_or_default();
-    let name = work.name.as_deref().unwrap_or_default();
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), namespace);
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
@@ -588,7 +582,9 @@ async fn finalize(
         .await
         .map_err(ExecutionError::control_plane(format!("list the Works of {key}")))?;
     for work in &works.items {
-        delete_work(ctx, &work.metadata).await?;
+        let namespace = work.metadata.namespace.as_deref().unwrap_or_default();
+        let deleting = work.metadata.deletion_timestamp.is_some();
+        delete_work(ctx, namespace, &work.name_any(), deleting).await?;
     }
     let remaining: Vec<String> = binding
         .metadata

@@ -301,8 +301,16 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 /// SHA-256 of the manifest's canonical JSON, first 16 hex digits.
 pub fn manifest_hash(manifest: &Value) -> String {
+    format!("{:016x}", manifest_digest(manifest))
+}
+
+/// [`manifest_hash`] as a number (the first 64 bits of the SHA-256 of the canonical JSON): what
+/// execution's Work cache keeps of each manifest.
+pub fn manifest_digest(manifest: &Value) -> u64 {
     let digest = Sha256::digest(canonical_json(manifest).as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
 }
 
 /// A desired revision: the Work generation and the hash of the rendered manifest, written as

@@ -196,7 +196,7 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
     let wanted: BTreeSet<&str> = desired.iter().map(|w| w.cluster.as_str()).collect();
     for (cluster, work) in &existing {
         if !wanted.contains(cluster.as_str()) {
-            delete_work(ctx, &work.metadata).await?;
+            delete_work(ctx, work.namespace(), work.name(), work.deleting).await?;
         }
     }
     Ok(())

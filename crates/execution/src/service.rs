@@ -17,13 +17,12 @@ use kube::ResourceExt;
 
 use crate::apply_once::Mode;
 use crate::clusters::Members;
-use crate::context::{BindingKey, Context, Settings};
+use crate::context::{Context, Settings};
 use crate::dispatch::reconcile_binding;
 use crate::metrics::metrics;
 use crate::namespaces::reconcile_namespace;
 use crate::server::ExecutionService;
 use crate::watches;
-use crate::works::BindingKind;
 
 /// `flotilla-execution` flags.
 #[derive(Clone, Debug, clap::Parser)]
@@ -298,27 +297,12 @@ async fn run_resync(ctx: Arc<Context>) {
 
 /// Queues every binding, Work and namespace.
 fn queue_everything(ctx: &Arc<Context>) {
-    for binding in ctx.stores.bindings.state() {
-        ctx.binding_queue.add(BindingKey {
-            kind: BindingKind::ResourceBinding,
-            namespace: binding.namespace().unwrap_or_default(),
-            name: binding.name_any(),
-        });
-    }
-    for binding in ctx.stores.cluster_bindings.state() {
-        ctx.binding_queue.add(BindingKey {
-            kind: BindingKind::ClusterResourceBinding,
-            namespace: String::new(),
-            name: binding.name_any(),
-        });
+    for binding in crate::watches::cached_bindings(ctx) {
+        ctx.binding_queue.add(binding.key.clone());
     }
     for work in ctx.stores.works.state() {
-        if let Some(cluster) = work
-            .namespace()
-            .as_deref()
-            .and_then(cluster_of_execution_namespace)
-        {
-            Members::ensure(ctx, cluster).queue.add(work.name_any());
+        if let Some(cluster) = cluster_of_execution_namespace(work.namespace()) {
+            Members::ensure(ctx, cluster).queue.add(work.name().to_owned());
         }
     }
     for namespace in ctx.stores.namespaces.state() {
@@ -374,10 +358,7 @@ async fn run_housekeeping(ctx: Arc<Context>, readiness: Readiness) {
         // Each replica counts the clusters it owns, so a sum over replicas counts each once.
         for work in ctx.stores.works.state() {
             if work.suspend_dispatching == Some(true)
-                && let Some(cluster) = work
-                    .namespace()
-                    .as_deref()
-                    .and_then(cluster_of_execution_namespace)
+                && let Some(cluster) = cluster_of_execution_namespace(work.namespace())
                 && ctx.owns(&crate::context::cluster_shard(cluster))
             {
                 *suspended.entry(cluster.to_owned()).or_default() += 1;

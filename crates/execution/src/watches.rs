@@ -16,29 +16,24 @@ use std::sync::Arc;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::well_known::cluster_of_execution_namespace;
-use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding};
+use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
 use flotilla_overrides::ClusterFacts;
+use flotilla_runtime::cache::{Cache, CacheWriter, Update};
 use flotilla_runtime::watch::Change;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::cache::CachedWork;
+use crate::cache::{CachedBinding, CachedWork};
 use crate::clusters::Members;
-use crate::context::{BindingKey, Context, Stores};
-use crate::overrides::detector_managed;
-use crate::works::BindingKind;
-
-/// What of a Work, when it changes, needs its cluster's worker: generation, whether it is
-/// being deleted, finalizers. Status-only changes (the worker's own writes) do not.
-type WorkSignature = (Option<i64>, bool, Vec<String>);
+use crate::context::{Context, Stores};
 
 /// The writing halves of the caches, consumed by [`spawn`].
 pub struct Writers {
-    bindings: Writer<ResourceBinding>,
-    cluster_bindings: Writer<ClusterResourceBinding>,
-    works: Writer<CachedWork>,
+    bindings: CacheWriter<CachedBinding>,
+    cluster_bindings: CacheWriter<CachedBinding>,
+    works: CacheWriter<CachedWork>,
     clusters: Writer<Cluster>,
     namespaces: Writer<Namespace>,
     override_policies: Writer<OverridePolicy>,
@@ -48,9 +43,9 @@ pub struct Writers {
 
 /// Empty caches and their writers.
 pub fn stores() -> (Stores, Writers) {
-    let (bindings, bindings_writer) = reflector::store();
-    let (cluster_bindings, cluster_bindings_writer) = reflector::store();
-    let (works, works_writer) = reflector::store();
+    let (bindings, bindings_writer) = Cache::new();
+    let (cluster_bindings, cluster_bindings_writer) = Cache::new();
+    let (works, works_writer) = Cache::new();
     let (clusters, clusters_writer) = reflector::store();
     let (namespaces, namespaces_writer) = reflector::store();
     let (override_policies, override_policies_writer) = reflector::store();
@@ -91,9 +86,10 @@ pub async fn wait_synced(stores: &Stores) -> bool {
     {
         store.wait_until_ready().await.is_ok()
     }
-    ready(&stores.bindings).await
-        && ready(&stores.cluster_bindings).await
-        && ready(&stores.works).await
+    stores.bindings.wait_until_ready().await;
+    stores.cluster_bindings.wait_until_ready().await;
+    stores.works.wait_until_ready().await;
+    ready(&stores.clusters).await
         && ready(&stores.clusters).await
         && ready(&stores.namespaces).await
         && ready(&stores.override_policies).await
@@ -103,89 +99,59 @@ pub async fn wait_synced(stores: &Stores) -> bool {
 /// Starts every control-plane watch.
 pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     let client = ctx.client.clone();
+    spawn_cache(
+        ctx,
+        Api::<ResourceBinding>::all(client.clone()),
+        writers.bindings,
+        CachedBinding::from,
+        queue_binding(ctx),
+    );
+    spawn_cache(
+        ctx,
+        Api::<ClusterResourceBinding>::all(client.clone()),
+        writers.cluster_bindings,
+        CachedBinding::from,
+        queue_binding(ctx),
+    );
     {
-        let ctx = ctx.clone();
-        run(
-            Api::<ResourceBinding>::all(client.clone()),
-            writers.bindings,
-            ctx.clone(),
-            |binding: &mut ResourceBinding| {
-                crate::cache::slim_binding(&mut binding.metadata, &mut binding.spec, &mut binding.status)
-            },
-            move |event| {
-                if let Some(binding) = event.object() {
-                    ctx.binding_queue.add(BindingKey {
-                        kind: BindingKind::ResourceBinding,
-                        namespace: binding.namespace().unwrap_or_default(),
-                        name: binding.name_any(),
-                    });
-                }
-            },
-        );
-    }
-    {
-        let ctx = ctx.clone();
-        run(
-            Api::<ClusterResourceBinding>::all(client.clone()),
-            writers.cluster_bindings,
-            ctx.clone(),
-            |binding: &mut ClusterResourceBinding| {
-                crate::cache::slim_binding(&mut binding.metadata, &mut binding.spec, &mut binding.status)
-            },
-            move |event| {
-                if let Some(binding) = event.object() {
-                    ctx.binding_queue.add(BindingKey {
-                        kind: BindingKind::ClusterResourceBinding,
-                        namespace: String::new(),
-                        name: binding.name_any(),
-                    });
-                }
-            },
-        );
-    }
-    {
-        let ctx = ctx.clone();
-        let mut seen: HashMap<(String, String), WorkSignature> = HashMap::new();
-        run(
-            Api::<CachedWork>::all(client.clone()),
-            writers.works,
-            ctx.clone(),
-            |_| {},
-            move |event| {
-                let deleted = matches!(event, Change::Deleted(_));
-                let Some(work) = event.object() else { return };
-                let namespace = work.namespace().unwrap_or_default();
-                let Some(cluster) = cluster_of_execution_namespace(&namespace) else {
-                    return;
-                };
-                if let Some(key) = work.binding.clone() {
-                    if deleted {
-                        ctx.binding_queue.add(key);
-                    } else {
-                        ctx.binding_queue
-                            .add_after(key, crate::dispatch::WORK_REPORTS_COALESCE);
-                    }
-                }
-                if let Some(namespace) = &work.propagated_namespace
-                    && deleted
-                {
-                    ctx.namespace_queue.add(namespace.clone());
-                }
-                let key = (namespace.clone(), work.name_any());
+        let handler_ctx = ctx.clone();
+        let on_update = move |update: Update<'_, CachedWork>| {
+            let ctx = &handler_ctx;
+            let (work, old) = match update {
+                Update::Applied { old, new } => (new, Some(old)),
+                Update::Deleted(work) => (work, None),
+                Update::Synced => return,
+            };
+            let deleted = old.is_none();
+            let Some(cluster) = cluster_of_execution_namespace(work.namespace()) else {
+                return;
+            };
+            if let Some(key) = work.binding.clone() {
                 if deleted {
-                    seen.remove(&key);
-                    return;
+                    ctx.binding_queue.add(key);
+                } else {
+                    ctx.binding_queue
+                        .add_after(key, crate::dispatch::WORK_REPORTS_COALESCE);
                 }
-                let signature = (
-                    work.metadata.generation,
-                    work.metadata.deletion_timestamp.is_some(),
-                    work.finalizers().to_vec(),
-                );
-                if seen.get(&key) != Some(&signature) {
-                    seen.insert(key, signature);
-                    Members::ensure(&ctx, cluster).queue.add(work.name_any());
-                }
-            },
+            }
+            if let Some(namespace) = &work.propagated_namespace
+                && deleted
+            {
+                ctx.namespace_queue.add(namespace.to_string());
+            }
+            // A status-only change (the worker's own report) does not need the worker again.
+            if let Some(old) = old
+                && old.map(CachedWork::worker_signature) != Some(work.worker_signature())
+            {
+                Members::ensure(ctx, cluster).queue.add(work.name().to_owned());
+            }
+        };
+        spawn_cache(
+            ctx,
+            Api::<Work>::all(client.clone()),
+            writers.works,
+            CachedWork::from,
+            on_update,
         );
     }
     {
@@ -313,53 +279,49 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     }
 }
 
-/// Queues every binding with a Work in `cluster` (its spec targets it).
-fn queue_bindings_targeting(ctx: &Context, cluster: &str) {
-    for binding in ctx.stores.bindings.state() {
-        if binding.spec.cluster_names().any(|c| c == cluster) {
-            ctx.binding_queue.add(BindingKey {
-                kind: BindingKind::ResourceBinding,
-                namespace: binding.namespace().unwrap_or_default(),
-                name: binding.name_any(),
-            });
+/// A handler queueing the binding of every update.
+fn queue_binding(ctx: &Arc<Context>) -> impl FnMut(Update<'_, CachedBinding>) + Send + 'static {
+    let ctx = ctx.clone();
+    move |update| {
+        if let Some(binding) = update.value() {
+            ctx.binding_queue.add(binding.key.clone());
         }
     }
-    for binding in ctx.stores.cluster_bindings.state() {
-        if binding.spec.cluster_names().any(|c| c == cluster) {
-            ctx.binding_queue.add(BindingKey {
-                kind: BindingKind::ClusterResourceBinding,
-                namespace: String::new(),
-                name: binding.name_any(),
-            });
-        }
+}
+
+/// Every cached binding, namespaced and cluster-scoped.
+pub(crate) fn cached_bindings(ctx: &Context) -> impl Iterator<Item = Arc<CachedBinding>> {
+    let stores = &ctx.stores;
+    stores
+        .bindings
+        .state()
+        .into_iter()
+        .chain(stores.cluster_bindings.state())
+}
+
+/// Queues every binding with a Work in `cluster` (its spec targets it).
+fn queue_bindings_targeting(ctx: &Context, cluster: &str) {
+    for binding in cached_bindings(ctx).filter(|b| b.targets(cluster)) {
+        ctx.binding_queue.add(binding.key.clone());
     }
 }
 
 /// Queues the bindings rendered with the override policies as they are (those the detector
 /// does not manage), for templates in `namespace` (`None`: every namespace).
 fn queue_unmanaged_bindings(ctx: &Context, namespace: Option<&str>) {
-    for binding in ctx.stores.bindings.state() {
-        if !detector_managed(binding.annotations())
-            && namespace.is_none_or(|ns| binding.spec.resource.namespace.as_deref() == Some(ns))
-        {
-            ctx.binding_queue.add(BindingKey {
-                kind: BindingKind::ResourceBinding,
-                namespace: binding.namespace().unwrap_or_default(),
-                name: binding.name_any(),
-            });
-        }
-    }
-    if namespace.is_some() {
-        return;
-    }
-    for binding in ctx.stores.cluster_bindings.state() {
-        if !detector_managed(binding.annotations()) {
-            ctx.binding_queue.add(BindingKey {
-                kind: BindingKind::ClusterResourceBinding,
-                namespace: String::new(),
-                name: binding.name_any(),
-            });
-        }
+    let bindings = match namespace {
+        // A cluster-scoped template is in no namespace.
+        Some(namespace) => ctx
+            .stores
+            .bindings
+            .state()
+            .into_iter()
+            .filter(|b| b.of_namespace(namespace))
+            .collect(),
+        None => cached_bindings(ctx).collect::<Vec<_>>(),
+    };
+    for binding in bindings.into_iter().filter(|b| !b.detector_managed) {
+        ctx.binding_queue.add(binding.key.clone());
     }
 }
 
@@ -374,6 +336,24 @@ fn conditions_of(cluster: &Cluster) -> Conditions {
         .flat_map(|s| &s.conditions)
         .map(|c| (c.type_.clone(), c.status.clone()))
         .collect()
+}
+
+/// Runs the watch of `api` into the compact cache of `writer` on a task of its own, calling
+/// `on_update` for every update, until shutdown.
+fn spawn_cache<K, V, C, F>(ctx: &Arc<Context>, api: Api<K>, writer: CacheWriter<V>, convert: C, on_update: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    V: Send + Sync + 'static,
+    C: FnMut(K) -> V + Send + 'static,
+    F: FnMut(Update<'_, V>) + Send + 'static,
+{
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = flotilla_runtime::cache::run(api, writer, convert, on_update) => {}
+        }
+    });
 }
 
 /// Runs the watch of `api` into `writer` on a task of its own, calling `on_change` for every

@@ -17,9 +17,11 @@
 //! - [`requests`]: counting the requests each service sends to the control-plane API;
 //! - [`lean`]: writes answered with the written object's metadata only;
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
-//! - [`watch`]: reflector-backed watches feeding the controllers' queues.
+//! - [`watch`]: reflector-backed watches feeding the controllers' queues;
+//! - [`cache`]: compact watch caches holding a value of the caller's type per object.
 
 pub mod api_probe;
+pub mod cache;
 pub mod events;
 pub mod feature_gates;
 pub mod grpc;

@@ -18,7 +18,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, store::Writer};
@@ -103,26 +103,11 @@ where
             kube::ResourceExt::managed_fields_mut(object).clear();
             trim(object);
         });
-    let stream = reflector::reflector(writer, stream);
+    let stream = logged(reflector::reflector(writer, stream));
     futures::pin_mut!(stream);
-    let mut failing: Option<String> = None;
     // While a list runs: what the store held before it.
     let mut listing: Option<Vec<Arc<K>>> = None;
     while let Some(event) = stream.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                let message = error.to_string();
-                if failing.as_deref() != Some(message.as_str()) {
-                    tracing::warn!(error = %message, "watch failed; retrying with backoff");
-                    failing = Some(message);
-                }
-                continue;
-            }
-        };
-        if failing.take().is_some() {
-            tracing::info!("watch recovered");
-        }
         match event {
             Event::Apply(object) => handle(Change::Applied(&object)),
             Event::Delete(object) => handle(Change::Deleted(&object)),
@@ -143,6 +128,33 @@ where
             }
         }
     }
+}
+
+/// The events of a watch stream; a failed watch (retried by the stream's backoff) is logged once
+/// per failure episode instead of once per retry, and its recovery once.
+pub(crate) fn logged<K>(
+    stream: impl Stream<Item = Result<Event<K>, watcher::Error>>,
+) -> impl Stream<Item = Event<K>> {
+    let mut failing: Option<String> = None;
+    stream.filter_map(move |event| {
+        let event = match event {
+            Ok(event) => {
+                if failing.take().is_some() {
+                    tracing::info!("watch recovered");
+                }
+                Some(event)
+            }
+            Err(error) => {
+                let message = error.to_string();
+                if failing.as_deref() != Some(message.as_str()) {
+                    tracing::warn!(error = %message, "watch failed; retrying with backoff");
+                    failing = Some(message);
+                }
+                None
+            }
+        };
+        futures::future::ready(event)
+    })
 }
 
 /// Namespace, name and uid: an object deleted and created again under its name while the watch

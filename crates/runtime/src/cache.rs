@@ -1,0 +1,515 @@
+//! Compact watch caches: one list+watch of a kind whose objects are kept as a value of the
+//! caller's own type, converted from each object as the watch delivers it.
+//!
+//! kube-runtime's reflector store keeps the API type itself, keyed by an `ObjectRef` that copies
+//! the name, namespace, uid and resourceVersion out of the object: for a kind with a hundred
+//! thousand objects (execution's Works at 10,000 templates x 5 members + namespaces) the key and
+//! the inline `ObjectMeta` alone are about 1 KiB per object before any field is read. A
+//! [`Cache`] keeps, per object, one `"namespace/name"` key, a 64-bit hash of the uid and an
+//! `Arc` of the converted value; what the value holds is the caller's choice.
+//!
+//! [`run`] keeps a cache in sync with the same rules as [`crate::watch::run`]: a failed watch is
+//! retried with backoff and logged once per episode; a handler never hears of an object before
+//! the cache holds it (a list's objects are reported once the list completed, followed by
+//! [`Update::Synced`]; objects a relist no longer holds, also when created again under the same
+//! name, are reported deleted first). An update carries the value it replaced, so a handler can
+//! tell what changed without keeping a copy of its own.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+/// What [`run`] reports to its handler.
+#[derive(Debug)]
+pub enum Update<'a, V> {
+    /// The object was created or changed, or listed (then reported once the list completed).
+    /// `old` is the value it replaced: `None` for an object the cache did not hold (or held
+    /// under another uid).
+    Applied {
+        /// The value replaced.
+        old: Option<&'a V>,
+        /// The value now cached.
+        new: &'a V,
+    },
+    /// The object was deleted, or a relist no longer holds it; it is gone from the cache.
+    Deleted(&'a V),
+    /// A list (the initial one or a relist) completed and each of its objects was reported.
+    Synced,
+}
+
+impl<'a, V> Update<'a, V> {
+    /// The value applied or deleted; `None` for [`Update::Synced`].
+    pub fn value(&self) -> Option<&'a V> {
+        match self {
+            Update::Applied { new, .. } => Some(new),
+            Update::Deleted(value) => Some(value),
+            Update::Synced => None,
+        }
+    }
+}
+
+struct Entry<V> {
+    uid: u64,
+    value: Arc<V>,
+}
+
+type Entries<V> = HashMap<Box<str>, Entry<V>>;
+
+struct Shared<V> {
+    entries: RwLock<Entries<V>>,
+    ready: tokio::sync::watch::Sender<bool>,
+}
+
+/// The reading half of a compact watch cache (cheap to clone; every clone reads the same cache).
+pub struct Cache<V> {
+    shared: Arc<Shared<V>>,
+}
+
+impl<V> Clone for Cache<V> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The writing half of a [`Cache`], consumed by [`run`].
+pub struct CacheWriter<V> {
+    shared: Arc<Shared<V>>,
+    /// While a list runs: the objects listed so far.
+    listing: Option<Entries<V>>,
+}
+
+impl<V> Cache<V> {
+    /// An empty cache (not ready) and its writer.
+    pub fn new() -> (Cache<V>, CacheWriter<V>) {
+        let shared = Arc::new(Shared {
+            entries: RwLock::new(HashMap::new()),
+            ready: tokio::sync::watch::Sender::new(false),
+        });
+        (
+            Cache {
+                shared: Arc::clone(&shared),
+            },
+            CacheWriter {
+                shared,
+                listing: None,
+            },
+        )
+    }
+
+    /// The value of the object `name` in `namespace` (`None` for a cluster-scoped kind).
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<V>> {
+        let key = key(namespace, name);
+        self.read()
+            .get(key.as_str())
+            .map(|entry| Arc::clone(&entry.value))
+    }
+
+    /// Every value the cache holds, in no particular order.
+    pub fn state(&self) -> Vec<Arc<V>> {
+        self.read()
+            .values()
+            .map(|entry| Arc::clone(&entry.value))
+            .collect()
+    }
+
+    /// How many objects the cache holds.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the initial list completed.
+    pub fn is_ready(&self) -> bool {
+        *self.shared.ready.borrow()
+    }
+
+    /// Waits until the initial list completed (any number of tasks may wait).
+    pub async fn wait_until_ready(&self) {
+        let mut ready = self.shared.ready.subscribe();
+        // The sender lives in `shared`, which this cache holds: the wait cannot fail.
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
+        // A panicking writer leaves the map consistent (each write is one insert or swap).
+        self.shared
+            .entries
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// The cache key of an object: `namespace/name`, or `name` for a cluster-scoped object (names
+/// cannot contain `/`).
+fn key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) if !namespace.is_empty() => format!("{namespace}/{name}"),
+        _ => name.to_owned(),
+    }
+}
+
+fn uid_hash(uid: Option<&str>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    uid.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Keeps `writer`'s cache in sync with `api` forever: each object the watch delivers is
+/// converted by `convert` (the whole object lives only while its event is handled), stored,
+/// then reported to `handle`. Runs until the future is dropped.
+pub async fn run<K, V, C, F>(api: Api<K>, mut writer: CacheWriter<V>, mut convert: C, mut handle: F)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    C: FnMut(K) -> V + Send,
+    F: FnMut(Update<'_, V>) + Send,
+{
+    let stream = crate::watch::logged(watcher::watcher(api, watcher::Config::default()).default_backoff());
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        writer.apply(event, &mut convert, &mut handle);
+    }
+}
+
+impl<V> CacheWriter<V> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
+        self.shared
+            .entries
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<V>> {
+        self.shared
+            .entries
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Applies one watch event to the cache, then reports it.
+    fn apply<K: Resource>(
+        &mut self,
+        event: Event<K>,
+        convert: &mut impl FnMut(K) -> V,
+        handle: &mut impl FnMut(Update<'_, V>),
+    ) {
+        let mut entry = |object: K| -> (Box<str>, Entry<V>) {
+            let meta = object.meta();
+            let key = key(
+                meta.namespace.as_deref(),
+                meta.name.as_deref().unwrap_or_default(),
+            );
+            let uid = uid_hash(meta.uid.as_deref());
+            (
+                key.into_boxed_str(),
+                Entry {
+                    uid,
+                    value: Arc::new(convert(object)),
+                },
+            )
+        };
+        match event {
+            Event::Apply(object) => {
+                let (key, new) = entry(object);
+                let value = Arc::clone(&new.value);
+                let uid = new.uid;
+                let replaced = self.write().insert(key, new);
+                match replaced {
+                    Some(old) if old.uid == uid => handle(Update::Applied {
+                        old: Some(&old.value),
+                        new: &value,
+                    }),
+                    replaced => {
+                        if let Some(old) = replaced {
+                            handle(Update::Deleted(&old.value));
+                        }
+                        handle(Update::Applied {
+                            old: None,
+                            new: &value,
+                        });
+                    }
+                }
+            }
+            Event::Delete(object) => {
+                let (key, gone) = entry(object);
+                let removed = self.write().remove(&key);
+                // The cache's value if it held one (the deleted object's last state otherwise).
+                handle(Update::Deleted(&removed.unwrap_or(gone).value));
+            }
+            Event::Init => self.listing = Some(HashMap::new()),
+            Event::InitApply(object) => {
+                let (key, new) = entry(object);
+                self.listing.get_or_insert_with(HashMap::new).insert(key, new);
+            }
+            Event::InitDone => {
+                let listed = self.listing.take().unwrap_or_default();
+                // Only this writer writes the cache, so nothing changes it between this read
+                // and the swap below.
+                let (applied, gone) = {
+                    let current = self.read();
+                    let applied: Vec<(Option<Arc<V>>, Arc<V>)> = listed
+                        .iter()
+                        .map(|(key, entry)| {
+                            let old = current.get(key).filter(|old| old.uid == entry.uid);
+                            (old.map(|old| Arc::clone(&old.value)), Arc::clone(&entry.value))
+                        })
+                        .collect();
+                    let gone: Vec<Arc<V>> = current
+                        .iter()
+                        .filter(|(key, old)| listed.get(*key).is_none_or(|entry| entry.uid != old.uid))
+                        .map(|(_, old)| Arc::clone(&old.value))
+                        .collect();
+                    (applied, gone)
+                };
+                *self.write() = listed;
+                self.shared.ready.send_replace(true);
+                for value in &gone {
+                    handle(Update::Deleted(value));
+                }
+                for (old, new) in &applied {
+                    handle(Update::Applied {
+                        old: old.as_deref(),
+                        new,
+                    });
+                }
+                handle(Update::Synced);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    /// A ConfigMap's cached value: its name and its `v` data entry.
+    #[derive(Debug, PartialEq)]
+    struct Value(String, String);
+
+    fn map(name: &str, uid: &str, v: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                ..ObjectMeta::default()
+            },
+            data: Some([("v".to_owned(), v.to_owned())].into()),
+            ..ConfigMap::default()
+        }
+    }
+
+    fn convert(map: ConfigMap) -> Value {
+        Value(
+            map.metadata.name.unwrap_or_default(),
+            map.data.and_then(|d| d.get("v").cloned()).unwrap_or_default(),
+        )
+    }
+
+    /// An update as text, to compare sequences of them.
+    fn text(update: Update<'_, Value>) -> String {
+        match update {
+            Update::Applied { old, new } => format!(
+                "applied {}={} (was {})",
+                new.0,
+                new.1,
+                old.map_or("-".to_owned(), |old| old.1.clone())
+            ),
+            Update::Deleted(value) => format!("deleted {}={}", value.0, value.1),
+            Update::Synced => "synced".to_owned(),
+        }
+    }
+
+    fn feed(writer: &mut CacheWriter<Value>, events: Vec<Event<ConfigMap>>) -> Vec<String> {
+        let mut seen = Vec::new();
+        for event in events {
+            writer.apply(event, &mut convert, &mut |update| seen.push(text(update)));
+        }
+        seen.sort();
+        seen
+    }
+
+    fn cached(cache: &Cache<Value>, name: &str) -> Option<String> {
+        cache.get(Some("ns"), name).map(|value| value.1.clone())
+    }
+
+    #[test]
+    fn a_list_is_reported_once_it_completed_and_served_from_then_on() {
+        let (cache, mut writer) = Cache::new();
+        assert!(!cache.is_ready());
+        let seen = feed(
+            &mut writer,
+            vec![Event::Init, Event::InitApply(map("a", "1", "x"))],
+        );
+        assert_eq!(
+            seen,
+            Vec::<String>::new(),
+            "nothing is reported before the list completed"
+        );
+        assert_eq!(cached(&cache, "a"), None, "nor served");
+        let seen = feed(
+            &mut writer,
+            vec![Event::InitApply(map("b", "2", "y")), Event::InitDone],
+        );
+        assert_eq!(seen, ["applied a=x (was -)", "applied b=y (was -)", "synced"]);
+        assert!(cache.is_ready());
+        assert_eq!(cached(&cache, "a").as_deref(), Some("x"));
+        assert_eq!(
+            cache.get(Some("other"), "a"),
+            None,
+            "the namespace is part of the key"
+        );
+        assert_eq!(cache.len(), 2);
+        let mut values: Vec<String> = cache.state().iter().map(|v| v.1.clone()).collect();
+        values.sort();
+        assert_eq!(values, ["x", "y"]);
+    }
+
+    #[test]
+    fn a_change_carries_the_value_it_replaced() {
+        let (cache, mut writer) = Cache::new();
+        feed(
+            &mut writer,
+            vec![Event::Init, Event::InitApply(map("a", "1", "x")), Event::InitDone],
+        );
+        let seen = feed(&mut writer, vec![Event::Apply(map("a", "1", "z"))]);
+        assert_eq!(seen, ["applied a=z (was x)"]);
+        assert_eq!(cached(&cache, "a").as_deref(), Some("z"));
+        let seen = feed(&mut writer, vec![Event::Apply(map("new", "9", "n"))]);
+        assert_eq!(seen, ["applied new=n (was -)"]);
+    }
+
+    #[test]
+    fn an_object_created_again_under_its_name_is_another_object() {
+        let (cache, mut writer) = Cache::new();
+        feed(
+            &mut writer,
+            vec![Event::Init, Event::InitApply(map("a", "1", "x")), Event::InitDone],
+        );
+        let seen = feed(&mut writer, vec![Event::Apply(map("a", "2", "y"))]);
+        assert_eq!(seen, ["applied a=y (was -)", "deleted a=x"]);
+        assert_eq!(cached(&cache, "a").as_deref(), Some("y"));
+    }
+
+    #[test]
+    fn a_deletion_reports_the_cached_value_and_forgets_it() {
+        let (cache, mut writer) = Cache::new();
+        feed(
+            &mut writer,
+            vec![Event::Init, Event::InitApply(map("a", "1", "x")), Event::InitDone],
+        );
+        // The deleted object's last state may be newer than the cache's.
+        let seen = feed(&mut writer, vec![Event::Delete(map("a", "1", "later"))]);
+        assert_eq!(seen, ["deleted a=x"]);
+        assert_eq!(cached(&cache, "a"), None);
+        assert!(cache.is_empty());
+        // A deletion of an object never cached is still reported.
+        let seen = feed(&mut writer, vec![Event::Delete(map("b", "2", "y"))]);
+        assert_eq!(seen, ["deleted b=y"]);
+    }
+
+    #[test]
+    fn a_relist_reports_what_went_what_came_back_and_what_changed() {
+        let (cache, mut writer) = Cache::new();
+        feed(
+            &mut writer,
+            vec![
+                Event::Init,
+                Event::InitApply(map("kept", "1", "x")),
+                Event::InitApply(map("gone", "2", "x")),
+                Event::InitApply(map("recreated", "3", "x")),
+                Event::InitDone,
+            ],
+        );
+        let seen = feed(
+            &mut writer,
+            vec![
+                Event::Init,
+                Event::InitApply(map("kept", "1", "y")),
+                Event::InitApply(map("recreated", "4", "y")),
+            ],
+        );
+        assert_eq!(seen, Vec::<String>::new());
+        assert_eq!(
+            cached(&cache, "gone").as_deref(),
+            Some("x"),
+            "served until the relist completed"
+        );
+        let seen = feed(&mut writer, vec![Event::InitDone]);
+        assert_eq!(
+            seen,
+            [
+                "applied kept=y (was x)",
+                "applied recreated=y (was -)",
+                "deleted gone=x",
+                "deleted recreated=x",
+                "synced",
+            ]
+        );
+        assert_eq!(cached(&cache, "gone"), None);
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn cluster_scoped_objects_are_keyed_by_name() {
+        let (cache, mut writer) = Cache::<String>::new();
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some("team".into()),
+                uid: Some("1".into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let mut convert = |n: Namespace| n.metadata.name.unwrap_or_default();
+        for event in [Event::Init, Event::InitApply(namespace), Event::InitDone] {
+            writer.apply(event, &mut convert, &mut |_| {});
+        }
+        assert_eq!(
+            cache.get(None, "team").as_deref().map(String::as_str),
+            Some("team")
+        );
+        assert_eq!(
+            cache.get(Some(""), "team").as_deref().map(String::as_str),
+            Some("team")
+        );
+    }
+
+    #[tokio::test]
+    async fn every_waiter_wakes_when_the_first_list_completed() {
+        let (cache, mut writer) = Cache::<Value>::new();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.wait_until_ready().await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert!(waiters.iter().all(|w| !w.is_finished()));
+        feed(&mut writer, vec![Event::Init, Event::InitDone]);
+        for waiter in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+                .await
+                .expect("a waiter did not wake")
+                .unwrap();
+        }
+        // Ready stays ready.
+        cache.wait_until_ready().await;
+    }
+}
