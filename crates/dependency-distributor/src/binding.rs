@@ -12,7 +12,7 @@ use flotilla_api::well_known::{
 };
 use flotilla_api::{
     BindingSnapshot, ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec,
-    ResourceBindingStatus, Suspension, TargetCluster,
+    Suspension, TargetCluster,
 };
 use flotilla_interpreter::DependencyRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -179,65 +179,6 @@ pub struct BindingView {
     pub conditions: Vec<Condition>,
 }
 
-/// The annotations [`BindingView::new`] reads (with [`VIEW_LABELS`]): what the distributor's
-/// binding cache keeps of a binding's annotations.
-const VIEW_ANNOTATIONS: [&str; 5] = [
-    PROPAGATION_POLICY_NAME_ANNOTATION,
-    CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION,
-    DEPENDENCIES_ANNOTATION,
-    TEMPLATE_FINGERPRINT_ANNOTATION,
-    TRACE_PARENT_ANNOTATION,
-];
-
-/// The labels [`BindingView::new`] reads ([`is_claimed`]).
-const VIEW_LABELS: [&str; 2] = [
-    PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-];
-
-/// Trims a binding for the distributor's watch cache down to what its [`BindingView`] reads:
-/// the placement, replica requirements, eviction tasks, execution's per-cluster status and
-/// every other annotation and label go (the cache serves views and the reconcilers' lookups;
-/// a binding about to be written is read from the API).
-pub fn slim_for_cache(
-    meta: &mut ObjectMeta,
-    spec: &mut ResourceBindingSpec,
-    status: &mut Option<ResourceBindingStatus>,
-) {
-    flotilla_runtime::watch::slim_metadata(meta, &VIEW_ANNOTATIONS, &VIEW_LABELS);
-    // Field by field, so a new spec field does not compile here until it is kept or dropped.
-    let ResourceBindingSpec {
-        resource,
-        propagate_deps,
-        replica_requirements: _,
-        replicas: _,
-        clusters,
-        placement: _,
-        graceful_eviction_tasks: _,
-        required_by,
-        scheduler_name: _,
-        failover: _,
-        conflict_resolution,
-        reschedule_triggered_at: _,
-        suspension,
-        preserve_resources_on_deletion,
-    } = std::mem::take(spec);
-    *spec = ResourceBindingSpec {
-        resource,
-        propagate_deps,
-        clusters,
-        required_by,
-        conflict_resolution,
-        suspension,
-        preserve_resources_on_deletion,
-        ..ResourceBindingSpec::default()
-    };
-    *status = status.take().map(|status| ResourceBindingStatus {
-        conditions: status.conditions,
-        ..ResourceBindingStatus::default()
-    });
-}
-
 impl BindingView {
     /// The view of a binding from its parts.
     pub fn new(
@@ -332,6 +273,8 @@ impl BindingView {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use flotilla_api::ResourceBindingStatus;
 
     use super::*;
 
@@ -512,7 +455,7 @@ mod tests {
     }
 
     #[test]
-    fn a_binding_slimmed_for_the_cache_has_the_same_view() {
+    fn the_view_of_a_binding_holds_what_the_distributor_acts_on() {
         use flotilla_api::work::GracefulEvictionTask;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
         use k8s_openapi::jiff::Timestamp;
@@ -576,16 +519,33 @@ mod tests {
             scheduler_observed_generation: Some(2),
             ..Default::default()
         });
-        let full = BindingView::of_resource_binding(&binding);
-        assert_eq!(full.dependencies.len(), 1);
-        assert!(full.claimed && full.traceparent.is_some() && full.fingerprint.is_some());
-        slim_for_cache(&mut binding.metadata, &mut binding.spec, &mut binding.status);
-        assert_eq!(BindingView::of_resource_binding(&binding), full);
-        assert_eq!(binding.spec.placement, None);
-        assert!(binding.spec.graceful_eviction_tasks.is_empty());
-        assert!(binding.metadata.owner_references.is_none());
-        assert_eq!(binding.metadata.annotations.as_ref().map(BTreeMap::len), Some(4));
-        assert_eq!(binding.metadata.labels.as_ref().map(BTreeMap::len), Some(1));
+        // The view is what the binding cache keeps: everything the distributor reads.
+        let dependencies = r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"default","name":"c"}]"#;
+        let view = BindingView::of_resource_binding(&binding);
+        assert_eq!(
+            view,
+            BindingView {
+                key: BindingKey::namespaced("default", "web-deployment"),
+                uid: Some("b-uid".into()),
+                resource_version: Some("11".into()),
+                generation: Some(2),
+                deleting: false,
+                claimed: true,
+                propagate_deps: true,
+                resource: binding.spec.resource.clone(),
+                clusters: binding.spec.clusters.clone(),
+                required_by: vec![BindingSnapshot::default()],
+                suspension: Some(Suspension::default()),
+                conflict_resolution: Some(ConflictResolution::Overwrite),
+                preserve_resources_on_deletion: Some(true),
+                dependencies: parse_dependencies_annotation(dependencies).unwrap(),
+                dependencies_annotation: Some(dependencies.into()),
+                fingerprint: Some("abc".into()),
+                traceparent: Some("00-1-2-01".into()),
+                conditions: binding.status.as_ref().unwrap().conditions.clone(),
+            }
+        );
+        assert_eq!(view.dependencies.len(), 1);
 
         // Claimed by a label alone.
         let mut labelled = ResourceBinding::new("x", ResourceBindingSpec::default());
@@ -593,7 +553,7 @@ mod tests {
             CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(),
             "id".into(),
         )]));
-        slim_for_cache(&mut labelled.metadata, &mut labelled.spec, &mut labelled.status);
         assert!(BindingView::of_resource_binding(&labelled).claimed);
+        assert!(!BindingView::of_resource_binding(&ResourceBinding::new("y", Default::default())).claimed);
     }
 }

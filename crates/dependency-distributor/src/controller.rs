@@ -24,6 +24,7 @@ use flotilla_proto::v1::BindingRef;
 use flotilla_proto::v1::ScheduleRequest;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
+use flotilla_runtime::cache::Cache;
 use flotilla_runtime::events::Recorder;
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::ObjectReference as CoreObjectReference;
@@ -31,7 +32,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -147,10 +147,11 @@ enum TemplateDependencies {
 pub struct Context {
     /// The control-plane client.
     pub client: Client,
-    /// Cache of ResourceBindings (filled by the binding watch).
-    pub resource_bindings: Store<ResourceBinding>,
-    /// Cache of ClusterResourceBindings.
-    pub cluster_resource_bindings: Store<ClusterResourceBinding>,
+    /// Cache of ResourceBindings as the views the distributor acts on (filled by the binding
+    /// watch).
+    pub resource_bindings: Cache<BindingView>,
+    /// Cache of ClusterResourceBindings, likewise.
+    pub cluster_resource_bindings: Cache<BindingView>,
     /// Who references what.
     pub index: Mutex<Index>,
     /// The dependency rules in force.
@@ -175,8 +176,8 @@ impl Context {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: Client,
-        resource_bindings: Store<ResourceBinding>,
-        cluster_resource_bindings: Store<ClusterResourceBinding>,
+        resource_bindings: Cache<BindingView>,
+        cluster_resource_bindings: Cache<BindingView>,
         rules: RulesSet,
         recorder: Recorder,
         scheduler: SchedulerClient<TracedChannel>,
@@ -581,16 +582,11 @@ impl Context {
 
     /// The cached view of a binding.
     pub fn cached_binding(&self, key: &BindingKey) -> Option<BindingView> {
-        match &key.namespace {
-            Some(namespace) => self
-                .resource_bindings
-                .get(&ObjectRef::new(&key.name).within(namespace))
-                .map(|b| BindingView::of_resource_binding(&b)),
-            None => self
-                .cluster_resource_bindings
-                .get(&ObjectRef::new(&key.name))
-                .map(|b| BindingView::of_cluster_resource_binding(&b)),
-        }
+        let view = match &key.namespace {
+            Some(namespace) => self.resource_bindings.get(Some(namespace), &key.name),
+            None => self.cluster_resource_bindings.get(None, &key.name),
+        };
+        view.map(|view| BindingView::clone(&view))
     }
 
     /// Reads a binding from the API (not the cache: decisions to write are made on current

@@ -234,18 +234,6 @@ impl Index {
         keys
     }
 
-    /// Every known ResourceBinding (`cluster_scoped == false`) or ClusterResourceBinding key.
-    pub fn binding_keys(&self, cluster_scoped: bool) -> Vec<BindingKey> {
-        let mut keys: Vec<BindingKey> = self
-            .bindings
-            .keys()
-            .filter(|key| key.namespace.is_none() == cluster_scoped)
-            .cloned()
-            .collect();
-        keys.sort();
-        keys
-    }
-
     /// Every dependency that is referenced or has an attached binding (for a resync).
     pub fn all_dependencies(&self) -> Vec<DependencyRef> {
         let set: BTreeSet<&DependencyRef> = self.by_dependency.keys().chain(self.attached.iter()).collect();
@@ -442,11 +430,6 @@ mod tests {
                 BindingKey::namespaced("default", "web")
             ]
         );
-        assert_eq!(
-            index.binding_keys(true),
-            vec![BindingKey::cluster("pv-persistentvolume")]
-        );
-        assert_eq!(index.binding_keys(false).len(), 4);
         assert_eq!(index.all_dependencies(), vec![cm("a"), cm("b"), cm("c")]);
     }
 }

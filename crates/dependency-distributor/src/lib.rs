@@ -55,6 +55,7 @@ use flotilla_proto::v1::dependency_distributor_server::DependencyDistributorServ
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_rpc::{ClientOptions, Readiness};
 use flotilla_runtime::KubeArgs;
+use flotilla_runtime::cache::Cache;
 use flotilla_runtime::events::Recorder;
 use flotilla_runtime::grpc::GrpcListener;
 use flotilla_runtime::leader::LeaderElection;
@@ -62,7 +63,6 @@ use flotilla_runtime::queue::WorkQueue;
 use flotilla_telemetry::LogArgs;
 use kube::Api;
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector;
 use tonic::service::Routes;
 use tracing::info;
 
@@ -201,8 +201,8 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
             instance: std::env::var("POD_NAME").ok(),
         },
     );
-    let (rb_store, rb_writer) = reflector::store::<ResourceBinding>();
-    let (crb_store, crb_writer) = reflector::store::<ClusterResourceBinding>();
+    let (rb_store, rb_writer) = Cache::new();
+    let (crb_store, crb_writer) = Cache::new();
     let queue: WorkQueue<Key> = WorkQueue::new(Duration::from_millis(200), Duration::from_secs(60));
     let (watch_requests, watch_receiver) = tokio::sync::mpsc::unbounded_channel();
     readiness.set(CHECK_SYNCED, false, "filling the caches");
@@ -266,8 +266,7 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         ctx.clone(),
         Api::<ResourceBinding>::all(client.clone()),
         rb_writer,
-        BindingView::of_resource_binding,
-        |b: &mut ResourceBinding| binding::slim_for_cache(&mut b.metadata, &mut b.spec, &mut b.status),
+        |binding| BindingView::of_resource_binding(&binding),
         SyncPart::ResourceBindings,
         gate.clone(),
         shutdown.clone(),
@@ -276,8 +275,7 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
         ctx.clone(),
         Api::<ClusterResourceBinding>::all(client.clone()),
         crb_writer,
-        BindingView::of_cluster_resource_binding,
-        |b: &mut ClusterResourceBinding| binding::slim_for_cache(&mut b.metadata, &mut b.spec, &mut b.status),
+        |binding| BindingView::of_cluster_resource_binding(&binding),
         SyncPart::ClusterResourceBindings,
         gate.clone(),
         shutdown.clone(),

@@ -21,12 +21,12 @@ use std::time::Duration;
 
 use flotilla_interpreter::DependencyRef;
 use flotilla_runtime::Shutdown;
+use flotilla_runtime::cache::{CacheWriter, Update};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -34,7 +34,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::binding::{BindingKey, BindingView};
+use crate::binding::BindingView;
 use crate::controller::Context;
 use crate::index::Key;
 use crate::metrics::metrics;
@@ -91,83 +91,46 @@ impl SyncGate {
     }
 }
 
-/// Watches one binding kind until `shutdown`; `trim` removes from each binding what the
-/// distributor never reads before the cache keeps it.
-#[allow(clippy::too_many_arguments)]
+/// Watches one binding kind into its cache until `shutdown`. The cache keeps each binding as
+/// its [`BindingView`] (`view_of`), the fields the distributor acts on, converted once per event.
 pub async fn watch_bindings<K>(
     ctx: Arc<Context>,
     api: Api<K>,
-    mut writer: Writer<K>,
-    view_of: fn(&K) -> BindingView,
-    trim: fn(&mut K),
+    writer: CacheWriter<BindingView>,
+    view_of: fn(K) -> BindingView,
     part: SyncPart,
     gate: SyncGate,
     shutdown: Shutdown,
 ) where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let cluster_scoped = part == SyncPart::ClusterResourceBindings;
-    // managedFields are never read from the cache: keep them out of it.
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(move |object| {
-            kube::ResourceExt::managed_fields_mut(object).clear();
-            trim(object);
-        })
-        .boxed();
-    let mut listed: HashSet<BindingKey> = HashSet::new();
-    loop {
-        let next = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            next = stream.next() => next,
-        };
-        let Some(event) = next else { return };
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                warn!(%error, kind = K::kind(&()).as_ref(), "binding watch failed; retrying");
-                continue;
-            }
-        };
-        writer.apply_watcher_event(&event);
-        match event {
-            Event::Init => listed.clear(),
-            Event::InitApply(object) | Event::Apply(object) => {
-                let view = view_of(&object);
-                listed.insert(view.key.clone());
+    let on_update = move |update: Update<'_, BindingView>| {
+        match update {
+            Update::Applied { new: view, .. } => {
                 for dep in &view.dependencies {
                     ctx.watch_kind_of(dep);
                 }
                 if !view.required_by.is_empty() {
                     ctx.watch_kind_of(&view.resource_as_dependency());
                 }
-                let keys = ctx.index().applied(&view);
+                let keys = ctx.index().applied(view);
                 ctx.enqueue(keys);
             }
-            Event::Delete(object) => {
-                let view = view_of(&object);
-                listed.remove(&view.key);
+            // Also a binding deleted while the watch was down (a relist no longer holds it).
+            Update::Deleted(view) => {
                 let keys = ctx.index().deleted(&view.key);
                 ctx.enqueue(keys);
             }
-            Event::InitDone => {
-                // Bindings deleted while the watch was down: forget them and reconcile what
-                // they referenced.
-                let gone: Vec<BindingKey> = ctx
-                    .index()
-                    .binding_keys(cluster_scoped)
-                    .into_iter()
-                    .filter(|key| !listed.contains(key))
-                    .collect();
-                for key in gone {
-                    let keys = ctx.index().deleted(&key);
-                    ctx.enqueue(keys);
-                }
+            Update::Synced => {
                 gate.done(part);
                 debug!(kind = K::kind(&()).as_ref(), "binding cache synced");
             }
         }
         metrics().set_attached_bindings(ctx.index().attached_count());
+    };
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        () = flotilla_runtime::cache::run(api, writer, view_of, on_update) => {}
     }
 }
 
