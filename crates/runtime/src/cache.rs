@@ -345,6 +345,16 @@ mod tests {
         seen
     }
 
+    /// A cache whose first list held `object` alone.
+    fn listed(object: ConfigMap) -> (Cache<Value>, CacheWriter<Value>) {
+        let (cache, mut writer) = Cache::new();
+        feed(
+            &mut writer,
+            vec![Event::Init, Event::InitApply(object), Event::InitDone],
+        );
+        (cache, writer)
+    }
+
     fn cached(cache: &Cache<Value>, name: &str) -> Option<String> {
         cache.get(Some("ns"), name).map(|value| value.1.clone())
     }
@@ -383,11 +393,7 @@ mod tests {
 
     #[test]
     fn a_change_carries_the_value_it_replaced() {
-        let (cache, mut writer) = Cache::new();
-        feed(
-            &mut writer,
-            vec![Event::Init, Event::InitApply(map("a", "1", "x")), Event::InitDone],
-        );
+        let (cache, mut writer) = listed(map("a", "1", "x"));
         let seen = feed(&mut writer, vec![Event::Apply(map("a", "1", "z"))]);
         assert_eq!(seen, ["applied a=z (was x)"]);
         assert_eq!(cached(&cache, "a").as_deref(), Some("z"));
@@ -397,11 +403,7 @@ mod tests {
 
     #[test]
     fn an_object_created_again_under_its_name_is_another_object() {
-        let (cache, mut writer) = Cache::new();
-        feed(
-            &mut writer,
-            vec![Event::Init, Event::InitApply(map("a", "1", "x")), Event::InitDone],
-        );
+        let (cache, mut writer) = listed(map("a", "1", "x"));
         let seen = feed(&mut writer, vec![Event::Apply(map("a", "2", "y"))]);
         assert_eq!(seen, ["applied a=y (was -)", "deleted a=x"]);
         assert_eq!(cached(&cache, "a").as_deref(), Some("y"));
@@ -409,11 +411,7 @@ mod tests {
 
     #[test]
     fn a_deletion_reports_the_cached_value_and_forgets_it() {
-        let (cache, mut writer) = Cache::new();
-        feed(
-            &mut writer,
-            vec![Event::Init, Event::InitApply(map("a", "1", "x")), Event::InitDone],
-        );
+        let (cache, mut writer) = listed(map("a", "1", "x"));
         // The deleted object's last state may be newer than the cache's.
         let seen = feed(&mut writer, vec![Event::Delete(map("a", "1", "later"))]);
         assert_eq!(seen, ["deleted a=x"]);
