@@ -656,6 +656,16 @@ mod tests {
         assert_eq!(manifest_hash(&a).len(), 16);
         let c: Value = serde_json::from_str(r#"{"a":{"x":"s","y":[2,1]},"b":1}"#).unwrap();
         assert_ne!(manifest_hash(&a), manifest_hash(&c));
+        // The hash is recorded in Works (applied revisions), so its text must not change: the
+        // first 8 bytes of the SHA-256 of the canonical JSON, in hex; the digest is the same 64
+        // bits as a number.
+        let sha: String = Sha256::digest(canonical_json(&a).as_bytes())
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(manifest_hash(&a), sha);
+        assert_eq!(u64::from_str_radix(&sha, 16), Ok(manifest_digest(&a)));
     }
 
     #[test]

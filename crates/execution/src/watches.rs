@@ -90,7 +90,6 @@ pub async fn wait_synced(stores: &Stores) -> bool {
     stores.cluster_bindings.wait_until_ready().await;
     stores.works.wait_until_ready().await;
     ready(&stores.clusters).await
-        && ready(&stores.clusters).await
         && ready(&stores.namespaces).await
         && ready(&stores.override_policies).await
         && ready(&stores.cluster_override_policies).await
@@ -117,12 +116,11 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
         let handler_ctx = ctx.clone();
         let on_update = move |update: Update<'_, CachedWork>| {
             let ctx = &handler_ctx;
-            let (work, old) = match update {
-                Update::Applied { old, new } => (new, Some(old)),
-                Update::Deleted(work) => (work, None),
+            let (work, deleted, old) = match update {
+                Update::Applied { old, new } => (new, false, old),
+                Update::Deleted(work) => (work, true, None),
                 Update::Synced => return,
             };
-            let deleted = old.is_none();
             let Some(cluster) = cluster_of_execution_namespace(work.namespace()) else {
                 return;
             };
@@ -140,9 +138,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 ctx.namespace_queue.add(namespace.to_string());
             }
             // A status-only change (the worker's own report) does not need the worker again.
-            if let Some(old) = old
-                && old.map(CachedWork::worker_signature) != Some(work.worker_signature())
-            {
+            if !deleted && old.map(CachedWork::worker_signature) != Some(work.worker_signature()) {
                 Members::ensure(ctx, cluster).queue.add(work.name().to_owned());
             }
         };

@@ -145,11 +145,19 @@ impl<V> Cache<V> {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
-        // A panicking writer leaves the map consistent (each write is one insert or swap).
-        self.shared
-            .entries
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.shared.read()
+    }
+}
+
+impl<V> Shared<V> {
+    // A panicking writer leaves the map consistent (each write is one insert, removal or swap),
+    // so a poisoned lock is used as it is.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
+        self.entries.read().unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<V>> {
+        self.entries.write().unwrap_or_else(|poison| poison.into_inner())
     }
 }
 
@@ -186,17 +194,11 @@ where
 
 impl<V> CacheWriter<V> {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
-        self.shared
-            .entries
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.shared.read()
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<V>> {
-        self.shared
-            .entries
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.shared.write()
     }
 
     /// Applies one watch event to the cache, then reports it.
