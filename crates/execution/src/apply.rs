@@ -608,6 +608,15 @@ async fn apply_manifest_inner(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     match api.patch(&identity.name, &params, &Patch::Apply(&body)).await {
         Ok(applied) => {
+            if let Some(resource_version) = applied.metadata.resource_version.clone() {
+                let key = (
+                    kind.resource.api_version.clone(),
+                    kind.resource.kind.clone(),
+                    identity.namespace.clone(),
+                    identity.name.clone(),
+                );
+                member.expect_echo(key, resource_version);
+            }
             let applied = serde_json::to_value(applied).ok();
             ManifestResult {
                 outcome: Outcome::Applied,

@@ -67,7 +67,13 @@ pub struct Member {
     pub taints_now: Notify,
     client: Mutex<Option<(AccessKey, Arc<MemberClient>)>>,
     watches: Mutex<HashMap<(String, String), JoinHandle<()>>>,
+    /// Member objects a worker has just applied, with the resourceVersion the apply answered
+    /// ([`Member::expect_echo`]).
+    echoes: Mutex<HashMap<EchoKey, String>>,
 }
+
+/// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
+pub type EchoKey = (String, String, String, String);
 
 impl Member {
     fn new(name: &str) -> Self {
@@ -78,7 +84,31 @@ impl Member {
             taints_now: Notify::new(),
             client: Mutex::new(None),
             watches: Mutex::new(HashMap::new()),
+            echoes: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn echoes(&self) -> MutexGuard<'_, HashMap<EchoKey, String>> {
+        self.echoes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that a worker applied the member object `key` and the member answered with
+    /// `resource_version`. The watch event of that write (the same resourceVersion) carries
+    /// nothing the applying reconcile did not see: it wrote the Work's status from the apply's
+    /// answer. So the event does not queue the Work again, saving a Work read, a member read and
+    /// often a status write per member object ([`Member::is_echo`]).
+    pub fn expect_echo(&self, key: EchoKey, resource_version: String) {
+        self.echoes().insert(key, resource_version);
+    }
+
+    /// Whether a watch event of the member object `key` at `resource_version` is the echo of
+    /// this process's own apply. The expectation is used up by any event of the object, so a
+    /// later change (another resourceVersion) queues the Work as usual; an echo that arrives
+    /// before the apply's answer is recorded queues the Work (a redundant reconcile, as
+    /// without this).
+    fn is_echo(&self, key: &EchoKey, resource_version: Option<&str>) -> bool {
+        let expected = self.echoes().remove(key);
+        expected.is_some() && expected.as_deref() == resource_version
     }
 
     /// The execution namespace of this member.
@@ -100,6 +130,7 @@ impl Member {
         for (_, watch) in self.watches().drain() {
             watch.abort();
         }
+        self.echoes().clear();
     }
 }
 
@@ -289,6 +320,8 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
     let queue = member.queue.clone();
     let namespace = member.namespace();
     let shutdown = ctx.shutdown.clone();
+    let echoes = Arc::clone(member);
+    let watched = key.clone();
     let cluster = member.name.clone();
     let kind_name = kind.resource.kind.clone();
     let handle = tokio::spawn(async move {
@@ -300,24 +333,32 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
                 event = events.next() => event,
             };
             let Some(event) = event else { return };
-            match event {
-                Ok(
-                    watcher::Event::Apply(object)
-                    | watcher::Event::Delete(object)
-                    | watcher::Event::InitApply(object),
-                ) => {
-                    let annotations = object.annotations();
-                    if annotations.get(WORK_NAMESPACE_ANNOTATION) == Some(&namespace)
-                        && let Some(work) = annotations.get(WORK_NAME_ANNOTATION)
-                    {
-                        queue.add(work.clone());
-                    }
-                }
-                Ok(_) => {}
+            let (object, deleted) = match event {
+                Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => (object, false),
+                Ok(watcher::Event::Delete(object)) => (object, true),
+                Ok(_) => continue,
                 Err(error) => {
                     tracing::debug!(%cluster, kind = %kind_name, %error, "member watch failed; retrying");
+                    continue;
                 }
+            };
+            let annotations = object.annotations();
+            let Some(work) = annotations
+                .get(WORK_NAME_ANNOTATION)
+                .filter(|_| annotations.get(WORK_NAMESPACE_ANNOTATION) == Some(&namespace))
+            else {
+                continue;
+            };
+            let echo_key = (
+                watched.0.clone(),
+                watched.1.clone(),
+                object.namespace().unwrap_or_default(),
+                object.name_any(),
+            );
+            if echoes.is_echo(&echo_key, object.resource_version().as_deref()) && !deleted {
+                continue;
             }
+            queue.add(work.clone());
         }
     });
     watches.insert(key, handle);
@@ -486,6 +527,35 @@ async fn write_cluster_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_event_of_its_own_apply_is_an_echo() {
+        let member = Member::new("member1");
+        let key = |name: &str| -> EchoKey {
+            (
+                "apps/v1".into(),
+                "Deployment".into(),
+                "default".into(),
+                name.into(),
+            )
+        };
+        assert!(!member.is_echo(&key("web"), Some("5")), "nothing applied");
+        member.expect_echo(key("web"), "5".into());
+        assert!(!member.is_echo(&key("api"), Some("5")), "another object");
+        assert!(member.is_echo(&key("web"), Some("5")));
+        assert!(!member.is_echo(&key("web"), Some("5")), "used up by its event");
+
+        // Another writer's change first: the expectation goes with it.
+        member.expect_echo(key("web"), "7".into());
+        assert!(!member.is_echo(&key("web"), Some("8")));
+        assert!(!member.is_echo(&key("web"), Some("7")));
+        assert!(!member.is_echo(&key("web"), None));
+
+        // New credentials drop the watches, and the expectations with them.
+        member.expect_echo(key("web"), "9".into());
+        member.invalidate();
+        assert!(!member.is_echo(&key("web"), Some("9")));
+    }
 
     #[test]
     fn kubeconfig_from_cluster_access() {
