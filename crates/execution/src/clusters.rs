@@ -355,7 +355,9 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
                 object.namespace().unwrap_or_default(),
                 object.name_any(),
             );
-            if echoes.is_echo(&echo_key, object.resource_version().as_deref()) && !deleted {
+            // Every event uses the object's expectation up; a deletion is never an echo.
+            let echo = echoes.is_echo(&echo_key, object.resource_version().as_deref());
+            if echo && !deleted {
                 continue;
             }
             queue.add(work.clone());

@@ -208,20 +208,18 @@ impl<V> CacheWriter<V> {
         convert: &mut impl FnMut(K) -> V,
         handle: &mut impl FnMut(Update<'_, V>),
     ) {
-        let mut entry = |object: K| -> (Box<str>, Entry<V>) {
+        let key_of = |object: &K| {
             let meta = object.meta();
-            let key = key(
+            key(
                 meta.namespace.as_deref(),
                 meta.name.as_deref().unwrap_or_default(),
-            );
-            let uid = uid_hash(meta.uid.as_deref());
-            (
-                key.into_boxed_str(),
-                Entry {
-                    uid,
-                    value: Arc::new(convert(object)),
-                },
             )
+        };
+        let mut entry = |object: K| -> (Box<str>, Entry<V>) {
+            let key = key_of(&object).into_boxed_str();
+            let uid = uid_hash(object.meta().uid.as_deref());
+            let value = Arc::new(convert(object));
+            (key, Entry { uid, value })
         };
         match event {
             Event::Apply(object) => {
@@ -246,10 +244,13 @@ impl<V> CacheWriter<V> {
                 }
             }
             Event::Delete(object) => {
-                let (key, gone) = entry(object);
-                let removed = self.write().remove(&key);
-                // The cache's value if it held one (the deleted object's last state otherwise).
-                handle(Update::Deleted(&removed.unwrap_or(gone).value));
+                let removed = self.write().remove(key_of(&object).as_str());
+                // The cache's value if it held one; the deleted object's last state, converted,
+                // only if it did not.
+                match removed {
+                    Some(cached) => handle(Update::Deleted(&cached.value)),
+                    None => handle(Update::Deleted(&entry(object).1.value)),
+                }
             }
             Event::Init => self.listing = Some(HashMap::new()),
             Event::InitApply(object) => {
