@@ -606,17 +606,24 @@ async fn apply_manifest_inner(
         };
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api.patch(&identity.name, &params, &Patch::Apply(&body)).await {
+    let in_flight = member.begin_apply((
+        kind.resource.api_version.clone(),
+        kind.resource.kind.clone(),
+        identity.namespace.clone(),
+        identity.name.clone(),
+    ));
+    let answer = api.patch(&identity.name, &params, &Patch::Apply(&body)).await;
+    in_flight.end(
+        answer
+            .as_ref()
+            .ok()
+            .and_then(|applied| applied.metadata.resource_version.as_deref()),
+        live.as_ref()
+            .and_then(|live| live.pointer("/metadata/resourceVersion"))
+            .and_then(Value::as_str),
+    );
+    match answer {
         Ok(applied) => {
-            if let Some(resource_version) = applied.metadata.resource_version.clone() {
-                let key = (
-                    kind.resource.api_version.clone(),
-                    kind.resource.kind.clone(),
-                    identity.namespace.clone(),
-                    identity.name.clone(),
-                );
-                member.expect_echo(key, resource_version);
-            }
             let applied = serde_json::to_value(applied).ok();
             ManifestResult {
                 outcome: Outcome::Applied,

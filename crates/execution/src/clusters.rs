@@ -67,13 +67,63 @@ pub struct Member {
     pub taints_now: Notify,
     client: Mutex<Option<(AccessKey, Arc<MemberClient>)>>,
     watches: Mutex<HashMap<(String, String), JoinHandle<()>>>,
-    /// Member objects a worker has just applied, with the resourceVersion the apply answered
-    /// ([`Member::expect_echo`]).
-    echoes: Mutex<HashMap<EchoKey, String>>,
+    /// Member objects a worker is applying or has just applied ([`Member::begin_apply`]).
+    echoes: Mutex<HashMap<EchoKey, Echo>>,
 }
 
 /// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
 pub type EchoKey = (String, String, String, String);
+
+/// What the member watch knows of a worker's apply of one member object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Echo {
+    /// The apply is in flight. The watch holds back the object's events meanwhile (the last
+    /// one's resourceVersion and the Work it names): the apply's answer tells whether it was
+    /// the apply's own echo.
+    Applying(Option<(String, String)>),
+    /// The apply answered with this resourceVersion and its event has not arrived yet.
+    Expected(String),
+}
+
+/// An apply in flight ([`Member::begin_apply`]). [`InFlightApply::end`] reports its answer;
+/// dropped without it (the worker's future was cancelled), the apply counts as failed, so the
+/// object's events are never held back for good.
+pub struct InFlightApply {
+    member: Arc<Member>,
+    key: Option<EchoKey>,
+}
+
+impl InFlightApply {
+    /// The apply answered with resourceVersion `answered` (`None`: it failed); the object had
+    /// `before` when the worker read it. Queues the Work of an event held back meanwhile that
+    /// was not the apply's own echo.
+    pub fn end(mut self, answered: Option<&str>, before: Option<&str>) {
+        self.finish(answered, before);
+    }
+
+    fn finish(&mut self, answered: Option<&str>, before: Option<&str>) {
+        if let Some(key) = self.key.take()
+            && let Some(work) = self.member.end_apply(key, answered, before)
+        {
+            self.member.queue.add(work);
+        }
+    }
+}
+
+impl Drop for InFlightApply {
+    fn drop(&mut self) {
+        self.finish(None, None);
+    }
+}
+
+/// What the member watch does with an event of a member object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EventAction {
+    /// Queue the Work the object names.
+    Queue,
+    /// Nothing: the echo of execution's own apply, or held back until the apply in flight ends.
+    Skip,
+}
 
 impl Member {
     fn new(name: &str) -> Self {
@@ -88,27 +138,81 @@ impl Member {
         }
     }
 
-    fn echoes(&self) -> MutexGuard<'_, HashMap<EchoKey, String>> {
+    fn echoes(&self) -> MutexGuard<'_, HashMap<EchoKey, Echo>> {
         self.echoes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that a worker applied the member object `key` and the member answered with
-    /// `resource_version`. The watch event of that write (the same resourceVersion) carries
-    /// nothing the applying reconcile did not see: it wrote the Work's status from the apply's
-    /// answer. So the event does not queue the Work again, saving a Work read, a member read and
-    /// often a status write per member object ([`Member::is_echo`]).
-    pub fn expect_echo(&self, key: EchoKey, resource_version: String) {
-        self.echoes().insert(key, resource_version);
+    /// A worker is about to apply the member object `key`; [`Member::end_apply`] must follow.
+    ///
+    /// The watch event of a worker's own apply carries nothing the applying reconcile did not
+    /// see (it writes the Work's status from the apply's answer), so it must not queue the Work
+    /// again: that would cost a Work read, a member read and often a status write per member
+    /// object. The event may arrive before the apply's answer or after it; while the apply is in
+    /// flight the watch holds the object's events back, and the answer decides.
+    pub fn begin_apply(self: &Arc<Self>, key: EchoKey) -> InFlightApply {
+        self.echoes().insert(key.clone(), Echo::Applying(None));
+        InFlightApply {
+            member: Arc::clone(self),
+            key: Some(key),
+        }
     }
 
-    /// Whether a watch event of the member object `key` at `resource_version` is the echo of
-    /// this process's own apply. The expectation is used up by any event of the object, so a
-    /// later change (another resourceVersion) queues the Work as usual; an echo that arrives
-    /// before the apply's answer is recorded queues the Work (a redundant reconcile, as
-    /// without this).
-    fn is_echo(&self, key: &EchoKey, resource_version: Option<&str>) -> bool {
-        let expected = self.echoes().remove(key);
-        expected.is_some() && expected.as_deref() == resource_version
+    /// The apply of `key` begun with [`Member::begin_apply`] ended: `answered` is the
+    /// resourceVersion the member answered with (`None`: the apply failed), `before` the one
+    /// the object had when the worker read it (`None`: it did not exist). Returns the Work to
+    /// queue for an event held back meanwhile that was not the apply's echo.
+    fn end_apply(&self, key: EchoKey, answered: Option<&str>, before: Option<&str>) -> Option<String> {
+        let mut echoes = self.echoes();
+        match echoes.remove(&key) {
+            // The echo came first, and no other event after it.
+            Some(Echo::Applying(Some((seen, _)))) if answered == Some(seen.as_str()) => None,
+            // Another change (or the apply failed): the Work is looked at again.
+            Some(Echo::Applying(Some((_, work)))) => Some(work),
+            // An apply that changed nothing has no event to wait for.
+            Some(Echo::Applying(None)) => {
+                if let Some(answered) = answered.filter(|answered| Some(*answered) != before) {
+                    echoes.insert(key, Echo::Expected(answered.to_owned()));
+                }
+                None
+            }
+            // Never begun here, or dropped meanwhile (a deletion event queued the Work, the
+            // member's client was replaced): nothing to decide.
+            Some(Echo::Expected(_)) | None => None,
+        }
+    }
+
+    /// What the watch does with an event of the member object `key` at `resource_version`
+    /// naming `work`. A deletion is never an echo (and ends any expectation); an event during an
+    /// apply is held back for [`Member::end_apply`]; the expected echo is skipped, and any
+    /// other event queues the Work (and ends the expectation: a later change is not an echo).
+    fn on_event(
+        &self,
+        key: &EchoKey,
+        resource_version: Option<&str>,
+        deleted: bool,
+        work: &str,
+    ) -> EventAction {
+        let mut echoes = self.echoes();
+        if deleted {
+            echoes.remove(key);
+            return EventAction::Queue;
+        }
+        match echoes.get_mut(key) {
+            Some(Echo::Applying(seen)) => {
+                *seen = Some((resource_version.unwrap_or_default().to_owned(), work.to_owned()));
+                EventAction::Skip
+            }
+            Some(Echo::Expected(expected)) => {
+                let echo = Some(expected.as_str()) == resource_version;
+                echoes.remove(key);
+                if echo {
+                    EventAction::Skip
+                } else {
+                    EventAction::Queue
+                }
+            }
+            None => EventAction::Queue,
+        }
     }
 
     /// The execution namespace of this member.
@@ -355,12 +459,10 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
                 object.namespace().unwrap_or_default(),
                 object.name_any(),
             );
-            // Every event uses the object's expectation up; a deletion is never an echo.
-            let echo = echoes.is_echo(&echo_key, object.resource_version().as_deref());
-            if echo && !deleted {
-                continue;
+            match echoes.on_event(&echo_key, object.resource_version().as_deref(), deleted, work) {
+                EventAction::Queue => queue.add(work.clone()),
+                EventAction::Skip => {}
             }
-            queue.add(work.clone());
         }
     });
     watches.insert(key, handle);
@@ -532,7 +634,8 @@ mod tests {
 
     #[test]
     fn only_the_event_of_its_own_apply_is_an_echo() {
-        let member = Member::new("member1");
+        use EventAction::{Queue, Skip};
+        let member = Arc::new(Member::new("member1"));
         let key = |name: &str| -> EchoKey {
             (
                 "apps/v1".into(),
@@ -541,22 +644,60 @@ mod tests {
                 name.into(),
             )
         };
-        assert!(!member.is_echo(&key("web"), Some("5")), "nothing applied");
-        member.expect_echo(key("web"), "5".into());
-        assert!(!member.is_echo(&key("api"), Some("5")), "another object");
-        assert!(member.is_echo(&key("web"), Some("5")));
-        assert!(!member.is_echo(&key("web"), Some("5")), "used up by its event");
+        let event = |name: &str, rv: &str| member.on_event(&key(name), Some(rv), false, "work-a");
+        let held = || member.echoes().len();
+        assert_eq!(event("web", "5"), Queue, "nothing applied");
 
-        // Another writer's change first: the expectation goes with it.
-        member.expect_echo(key("web"), "7".into());
-        assert!(!member.is_echo(&key("web"), Some("8")));
-        assert!(!member.is_echo(&key("web"), Some("7")));
-        assert!(!member.is_echo(&key("web"), None));
+        // The answer first, then the echo: skipped once; the next event queues.
+        member.begin_apply(key("web")).end(Some("6"), Some("5"));
+        assert_eq!(event("api", "6"), Queue, "another object");
+        assert_eq!(event("web", "6"), Skip);
+        assert_eq!(event("web", "6"), Queue, "used up by its echo");
+        assert_eq!(held(), 0);
+
+        // The echo first (held back while the apply is in flight), then the answer.
+        let apply = member.begin_apply(key("web"));
+        assert_eq!(event("web", "7"), Skip);
+        apply.end(Some("7"), Some("6"));
+        assert_eq!(held(), 0, "nothing left to expect");
+        assert_eq!(member.queue.len(), 0, "the echo queued nothing");
+
+        // Another writer's change held back during the apply queues the Work it names.
+        let apply = member.begin_apply(key("web"));
+        assert_eq!(member.on_event(&key("web"), Some("8"), false, "work-b"), Skip);
+        apply.end(Some("9"), Some("7"));
+        assert_eq!(member.queue.len(), 1);
+        assert_eq!(held(), 0);
+
+        // Another writer's change after the answer: not the echo; the expectation goes.
+        member.begin_apply(key("web")).end(Some("11"), Some("9"));
+        assert_eq!(event("web", "10"), Queue);
+        assert_eq!(event("web", "11"), Queue);
+
+        // An apply that changed nothing has no echo to wait for: nothing is kept.
+        member.begin_apply(key("web")).end(Some("11"), Some("11"));
+        assert_eq!(held(), 0);
+        // Neither does a failed one; an event held back meanwhile queues its Work.
+        member.begin_apply(key("web")).end(None, Some("11"));
+        assert_eq!(held(), 0);
+        let apply = member.begin_apply(key("web"));
+        assert_eq!(event("web", "12"), Skip);
+        drop(apply);
+        assert_eq!(
+            (held(), member.queue.len()),
+            (0, 2),
+            "a cancelled apply counts as failed"
+        );
+
+        // A deletion is never an echo and ends the expectation.
+        member.begin_apply(key("web")).end(Some("13"), Some("12"));
+        assert_eq!(member.on_event(&key("web"), Some("13"), true, "work-a"), Queue);
+        assert_eq!(event("web", "13"), Queue);
 
         // New credentials drop the watches, and the expectations with them.
-        member.expect_echo(key("web"), "9".into());
+        member.begin_apply(key("web")).end(Some("14"), Some("13"));
         member.invalidate();
-        assert!(!member.is_echo(&key("web"), Some("9")));
+        assert_eq!(event("web", "14"), Queue);
     }
 
     #[test]
