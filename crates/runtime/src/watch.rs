@@ -13,13 +13,12 @@
 //!   holds (deleted while the watch was down, also when created again under the same name: the
 //!   uid tells) are reported as [`Change::Deleted`] first.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::{self, Event};
@@ -45,35 +44,6 @@ impl<'a, K> Change<'a, K> {
             Change::Synced => None,
         }
     }
-}
-
-/// Trims an object's metadata for a watch cache that reads only its identity (name, namespace,
-/// uid, resourceVersion, generation, deletionTimestamp, finalizers) and the annotations and
-/// labels named in `annotations` and `labels`: owner references, timestamps, managedFields and
-/// every other annotation and label go. Meant for a [`run_trimmed`] trim; the object must never
-/// be written back from the cache.
-pub fn slim_metadata(metadata: &mut ObjectMeta, annotations: &[&str], labels: &[&str]) {
-    fn only(map: Option<BTreeMap<String, String>>, keep: &[&str]) -> Option<BTreeMap<String, String>> {
-        let kept: BTreeMap<String, String> = map?
-            .into_iter()
-            .filter(|(key, _)| keep.contains(&key.as_str()))
-            .collect();
-        (!kept.is_empty()).then_some(kept)
-    }
-    let annotations = only(metadata.annotations.take(), annotations);
-    let labels = only(metadata.labels.take(), labels);
-    *metadata = ObjectMeta {
-        name: metadata.name.take(),
-        namespace: metadata.namespace.take(),
-        uid: metadata.uid.take(),
-        resource_version: metadata.resource_version.take(),
-        generation: metadata.generation,
-        deletion_timestamp: metadata.deletion_timestamp.take(),
-        finalizers: metadata.finalizers.take(),
-        annotations,
-        labels,
-        ..ObjectMeta::default()
-    };
 }
 
 /// Keeps `writer`'s store in sync with `api` forever, calling `handle` for every change after
@@ -168,56 +138,4 @@ fn identity<K: Resource>(object: &K) -> Identity<'_> {
         meta.name.as_deref(),
         meta.uid.as_deref(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-    use k8s_openapi::jiff::Timestamp;
-
-    use super::*;
-
-    #[test]
-    fn slim_metadata_keeps_identity_and_the_named_annotations() {
-        let full = ObjectMeta {
-            name: Some("a".into()),
-            namespace: Some("ns".into()),
-            uid: Some("uid".into()),
-            resource_version: Some("7".into()),
-            generation: Some(3),
-            deletion_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
-            finalizers: Some(vec!["f".into()]),
-            creation_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
-            labels: Some(BTreeMap::from([("l".into(), "v".into())])),
-            annotations: Some(BTreeMap::from([
-                ("keep".into(), "1".into()),
-                ("drop".into(), "2".into()),
-            ])),
-            owner_references: Some(vec![OwnerReference::default()]),
-            managed_fields: Some(vec![Default::default()]),
-            ..ObjectMeta::default()
-        };
-        let mut slim = full.clone();
-        slim_metadata(&mut slim, &["keep", "absent"], &[]);
-        assert_eq!(
-            slim,
-            ObjectMeta {
-                name: full.name.clone(),
-                namespace: full.namespace.clone(),
-                uid: full.uid.clone(),
-                resource_version: full.resource_version.clone(),
-                generation: full.generation,
-                deletion_timestamp: full.deletion_timestamp.clone(),
-                finalizers: full.finalizers.clone(),
-                annotations: Some(BTreeMap::from([("keep".into(), "1".into())])),
-                ..ObjectMeta::default()
-            }
-        );
-        // No annotation kept: none at all, not an empty map.
-        let mut slim = full;
-        slim_metadata(&mut slim, &[], &["l"]);
-        assert_eq!(slim.annotations, None);
-        assert_eq!(slim.labels, Some(BTreeMap::from([("l".into(), "v".into())])));
-        assert_eq!(slim.name.as_deref(), Some("a"));
-    }
 }

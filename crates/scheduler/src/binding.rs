@@ -1,11 +1,14 @@
-//! The two binding kinds the service schedules, behind one trait, and the key that names a
-//! binding in logs, spans, metrics and gRPC references.
+//! The two binding kinds the service schedules, behind one trait; the key that names a
+//! binding in logs, spans, metrics and gRPC references; and [`CachedBinding`], a binding as
+//! the watch cache holds it and scheduling reads it.
 
 use std::fmt;
 
+use flotilla_api::well_known::{ACTIVATION_PREFERENCE_ANNOTATION, TRACE_PARENT_ANNOTATION};
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_proto::v1::{BindingKind, BindingRef};
-use kube::{Api, Client, Resource, ResourceExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -16,52 +19,18 @@ pub trait BindingObject:
     /// Which kind this is.
     const KIND: BindingKind;
 
-    /// The binding's spec.
-    fn binding_spec(&self) -> &ResourceBindingSpec;
-
-    /// The binding's status, if it has one.
-    fn binding_status(&self) -> Option<&ResourceBindingStatus>;
-
-    /// The binding's spec, to record a write (see [`crate::reconcile`]).
+    /// The binding's spec (taken into a [`CachedBinding`]).
     fn binding_spec_mut(&mut self) -> &mut ResourceBindingSpec;
 
-    /// The binding's status, to record a write.
+    /// The binding's status (taken into a [`CachedBinding`]).
     fn binding_status_mut(&mut self) -> &mut Option<ResourceBindingStatus>;
 
     /// The API for bindings of this kind in `namespace` (ignored for cluster-scoped bindings).
     fn api(client: Client, namespace: Option<&str>) -> Api<Self>;
-
-    /// The key of this binding.
-    fn key(&self) -> BindingKey {
-        BindingKey {
-            kind: Self::KIND,
-            namespace: self.namespace(),
-            name: self.name_any(),
-        }
-    }
-
-    /// A gRPC reference to this binding at its current generation.
-    fn reference(&self) -> BindingRef {
-        BindingRef {
-            kind: Self::KIND as i32,
-            namespace: self.namespace().unwrap_or_default(),
-            name: self.name_any(),
-            generation: self.meta().generation.unwrap_or_default(),
-            uid: self.meta().uid.clone().unwrap_or_default(),
-        }
-    }
 }
 
 impl BindingObject for ResourceBinding {
     const KIND: BindingKind = BindingKind::ResourceBinding;
-
-    fn binding_spec(&self) -> &ResourceBindingSpec {
-        &self.spec
-    }
-
-    fn binding_status(&self) -> Option<&ResourceBindingStatus> {
-        self.status.as_ref()
-    }
 
     fn binding_spec_mut(&mut self) -> &mut ResourceBindingSpec {
         &mut self.spec
@@ -79,14 +48,6 @@ impl BindingObject for ResourceBinding {
 impl BindingObject for ClusterResourceBinding {
     const KIND: BindingKind = BindingKind::ClusterResourceBinding;
 
-    fn binding_spec(&self) -> &ResourceBindingSpec {
-        &self.spec
-    }
-
-    fn binding_status(&self) -> Option<&ResourceBindingStatus> {
-        self.status.as_ref()
-    }
-
     fn binding_spec_mut(&mut self) -> &mut ResourceBindingSpec {
         &mut self.spec
     }
@@ -97,6 +58,127 @@ impl BindingObject for ClusterResourceBinding {
 
     fn api(client: Client, _namespace: Option<&str>) -> Api<Self> {
         Api::all(client)
+    }
+}
+
+/// A binding as the scheduler reads it: its identity, the two annotations and the deletion
+/// flag of its metadata, its spec, and its status without the member objects' statuses.
+///
+/// The watch cache holds one per binding (ADR 0016: kube-runtime's store kept the whole
+/// `ObjectMeta`, every annotation and an `ObjectRef` key copying name, namespace, uid and
+/// resourceVersion), and one scheduling attempt works on a copy of it, whether it came from
+/// the cache or from a read of the API.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedBinding {
+    /// ResourceBinding or ClusterResourceBinding.
+    pub kind: BindingKind,
+    /// `metadata.namespace`; `None` for a ClusterResourceBinding.
+    pub namespace: Option<Box<str>>,
+    /// `metadata.name`.
+    pub name: Box<str>,
+    /// `metadata.uid`.
+    pub uid: Option<Box<str>>,
+    /// `metadata.resourceVersion`: every write is conditional on it.
+    pub resource_version: Option<Box<str>>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Whether the annotation `flotilla.io/activation-preference` is `Lazy`.
+    pub lazy: bool,
+    /// The annotation `flotilla.io/traceparent`: the trace of the binding's last change.
+    pub traceparent: Option<Box<str>>,
+    /// The spec.
+    pub spec: ResourceBindingSpec,
+    /// The status. Of execution's per-cluster items (never written here: the status patch
+    /// names the scheduler's fields only) failover reads whether each cluster applied and its
+    /// health; each item's member-object status and apply message are dropped.
+    pub status: Option<ResourceBindingStatus>,
+}
+
+impl CachedBinding {
+    /// What scheduling reads of `binding`.
+    ///
+    /// Copied, not moved out: a binding as the watch delivers it is mostly what is not kept
+    /// (managedFields, the member objects' statuses, other annotations), and the copy's
+    /// allocations are made together instead of staying scattered among the freed ones (moving
+    /// the kept parts out cost more resident memory than the whole trimmed binding did).
+    pub fn of<K: BindingObject>(mut binding: K) -> Self {
+        if let Some(status) = binding.binding_status_mut().as_mut() {
+            for item in &mut status.aggregated_status {
+                item.status = None;
+                item.applied_message = None;
+            }
+        }
+        let status = binding.binding_status_mut().clone();
+        let spec = binding.binding_spec_mut().clone();
+        let metadata = binding.meta();
+        let annotation = |key: &str| metadata.annotations.as_ref().and_then(|a| a.get(key));
+        let copy = |value: &Option<String>| value.as_deref().map(Box::<str>::from);
+        Self {
+            kind: K::KIND,
+            lazy: annotation(ACTIVATION_PREFERENCE_ANNOTATION).is_some_and(|v| v == "Lazy"),
+            traceparent: annotation(TRACE_PARENT_ANNOTATION).map(|v| v.as_str().into()),
+            namespace: copy(&metadata.namespace),
+            name: metadata.name.as_deref().unwrap_or_default().into(),
+            uid: copy(&metadata.uid),
+            resource_version: copy(&metadata.resource_version),
+            generation: metadata.generation,
+            deleting: metadata.deletion_timestamp.is_some(),
+            spec,
+            status,
+        }
+    }
+
+    /// The key of this binding.
+    pub fn key(&self) -> BindingKey {
+        BindingKey {
+            kind: self.kind,
+            namespace: self.namespace.as_deref().map(str::to_owned),
+            name: self.name.to_string(),
+        }
+    }
+
+    /// A gRPC reference to this binding at its current generation.
+    pub fn reference(&self) -> BindingRef {
+        BindingRef {
+            kind: self.kind as i32,
+            namespace: self.namespace.as_deref().unwrap_or_default().to_owned(),
+            name: self.name.to_string(),
+            generation: self.generation.unwrap_or_default(),
+            uid: self.uid.as_deref().unwrap_or_default().to_owned(),
+        }
+    }
+
+    /// A reference to this binding as an object (for events).
+    pub fn object_reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        let (api_version, kind) = match self.kind {
+            BindingKind::ClusterResourceBinding => (
+                ClusterResourceBinding::api_version(&()),
+                ClusterResourceBinding::kind(&()),
+            ),
+            _ => (ResourceBinding::api_version(&()), ResourceBinding::kind(&())),
+        };
+        k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(api_version.into_owned()),
+            kind: Some(kind.into_owned()),
+            namespace: self.namespace.as_deref().map(str::to_owned),
+            name: Some(self.name.to_string()),
+            uid: self.uid.as_deref().map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    /// `status.schedulerObservedGeneration`.
+    pub fn observed_generation(&self) -> Option<i64> {
+        self.status.as_ref().and_then(|s| s.scheduler_observed_generation)
+    }
+
+    /// Records a write answered with `metadata`: the binding is the one written, at the new
+    /// resourceVersion and generation.
+    pub fn wrote(&mut self, metadata: ObjectMeta) {
+        self.resource_version = metadata.resource_version.map(Into::into);
+        self.generation = metadata.generation;
     }
 }
 
@@ -189,6 +271,115 @@ mod tests {
         let key = BindingKey::from_reference(&crb).unwrap();
         assert_eq!(key.namespace, None);
         assert_eq!(key.to_string(), "ClusterResourceBinding ns-namespace");
+    }
+
+    fn stored_binding() -> ResourceBinding {
+        use flotilla_api::TargetCluster;
+        use flotilla_api::work::{AggregatedStatusItem, ResourceHealth};
+        let mut binding = ResourceBinding::new(
+            "web-deployment",
+            ResourceBindingSpec {
+                replicas: 3,
+                clusters: vec![TargetCluster {
+                    name: "member1".into(),
+                    replicas: 3,
+                }],
+                ..Default::default()
+            },
+        );
+        let metadata = &mut binding.metadata;
+        metadata.namespace = Some("default".into());
+        metadata.uid = Some("binding-uid".into());
+        metadata.resource_version = Some("42".into());
+        metadata.generation = Some(2);
+        metadata.labels = Some([("propagationpolicy.karmada.io/name".into(), "web".into())].into());
+        metadata.annotations = Some(
+            [
+                (ACTIVATION_PREFERENCE_ANNOTATION.into(), "Lazy".into()),
+                (TRACE_PARENT_ANNOTATION.into(), "00-0af7-b7ad-01".into()),
+                ("policy.karmada.io/applied-placement".into(), "{}".into()),
+            ]
+            .into(),
+        );
+        metadata.managed_fields = Some(vec![Default::default()]);
+        binding.status = Some(ResourceBindingStatus {
+            scheduler_observed_generation: Some(1),
+            aggregated_status: vec![AggregatedStatusItem {
+                cluster_name: "member1".into(),
+                status: Some(serde_json::json!({"readyReplicas": 3})),
+                applied: true,
+                applied_message: Some("applied".into()),
+                health: Some(ResourceHealth::Healthy),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        binding
+    }
+
+    #[test]
+    fn a_cached_binding_keeps_what_scheduling_reads_and_drops_the_rest() {
+        let binding = stored_binding();
+        let cached = CachedBinding::of(binding.clone());
+        assert_eq!(cached.key().to_string(), "ResourceBinding default/web-deployment");
+        assert_eq!(cached.resource_version.as_deref(), Some("42"));
+        assert_eq!(cached.generation, Some(2));
+        assert_eq!(cached.observed_generation(), Some(1));
+        assert!(!cached.deleting);
+        assert!(cached.lazy);
+        assert_eq!(cached.traceparent.as_deref(), Some("00-0af7-b7ad-01"));
+        assert_eq!(cached.spec, binding.spec, "the spec is read whole");
+        // Of each cluster's report: whether it applied and its health, for failover.
+        let item = &cached.status.as_ref().unwrap().aggregated_status[0];
+        assert!(item.applied);
+        assert_eq!(
+            item.health,
+            binding.status.as_ref().unwrap().aggregated_status[0].health
+        );
+        assert_eq!(
+            (item.status.as_ref(), item.applied_message.as_ref()),
+            (None, None)
+        );
+
+        let mut eager = binding.clone();
+        eager.metadata.annotations = None;
+        eager.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        let eager = CachedBinding::of(eager);
+        assert!(!eager.lazy && eager.traceparent.is_none() && eager.deleting);
+    }
+
+    #[test]
+    fn a_cached_binding_names_itself_for_peers_and_events() {
+        let mut cached = CachedBinding::of(stored_binding());
+        assert_eq!(
+            cached.reference(),
+            BindingRef::resource_binding("default", "web-deployment", 2, "binding-uid")
+        );
+        let event = cached.object_reference();
+        assert_eq!(event.api_version.as_deref(), Some("work.karmada.io/v1alpha2"));
+        assert_eq!(event.kind.as_deref(), Some("ResourceBinding"));
+        assert_eq!(event.namespace.as_deref(), Some("default"));
+        assert_eq!(event.name.as_deref(), Some("web-deployment"));
+        assert_eq!(event.uid.as_deref(), Some("binding-uid"));
+        // A write moves the version and generation the next write and the peers see.
+        cached.wrote(ObjectMeta {
+            resource_version: Some("43".into()),
+            generation: Some(3),
+            ..Default::default()
+        });
+        assert_eq!(cached.resource_version.as_deref(), Some("43"));
+        assert_eq!(cached.reference().generation, 3);
+
+        let crb = flotilla_api::ClusterResourceBinding::new("ns-namespace", Default::default());
+        let cached = CachedBinding::of(crb);
+        assert_eq!(cached.key().to_string(), "ClusterResourceBinding ns-namespace");
+        assert_eq!(
+            cached.object_reference().kind.as_deref(),
+            Some("ClusterResourceBinding")
+        );
+        assert_eq!(cached.object_reference().namespace, None);
     }
 
     #[test]

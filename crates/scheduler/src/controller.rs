@@ -1,4 +1,5 @@
-//! The watch side: per binding kind, a watch into a cache and a work queue of binding keys,
+//! The watch side: per binding kind, a watch into a cache of [`CachedBinding`]s (ADR 0016) and
+//! a work queue of binding keys,
 //! drained by workers that schedule each binding. Every binding is queued whenever it changes
 //! and every binding whenever the cluster inventory changes. Scheduling a binding whose inputs
 //! did not change recomputes its result in memory and writes nothing, so this is cheap and
@@ -16,15 +17,14 @@ use std::time::Duration;
 
 use flotilla_api::conditions;
 use flotilla_api::well_known::conditions::SCHEDULED;
-use flotilla_api::well_known::{ACTIVATION_PREFERENCE_ANNOTATION, TRACE_PARENT_ANNOTATION};
+use flotilla_proto::v1::BindingKind;
+use flotilla_runtime::cache::{self, Cache, Update};
 use flotilla_runtime::queue::WorkQueue;
-use flotilla_runtime::watch::Change;
 use futures::StreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::{Api, Client};
 use tokio::task::JoinSet;
 
-use crate::binding::{BindingKey, BindingObject, kind_name};
+use crate::binding::{BindingKey, BindingObject, CachedBinding, kind_name};
 use crate::metrics::metrics;
 use crate::reconcile::{Context, Trigger, schedule_binding};
 
@@ -57,11 +57,8 @@ const FIRST_SCHEDULE_GRACE: Duration = Duration::from_millis(250);
 
 /// Whether the watch waits [`FIRST_SCHEDULE_GRACE`] before scheduling `binding`: it was never
 /// scheduled (no `status.schedulerObservedGeneration`).
-fn awaits_first_schedule<K: BindingObject>(binding: &K) -> bool {
-    binding
-        .binding_status()
-        .and_then(|s| s.scheduler_observed_generation)
-        .is_none()
+fn awaits_first_schedule(binding: &CachedBinding) -> bool {
+    binding.observed_generation().is_none()
 }
 
 /// When a watch-triggered binding is looked at again without events: soon when it is
@@ -78,9 +75,11 @@ fn next_attempt(report: &crate::reconcile::Report) -> Duration {
 }
 
 /// A running controller for one binding kind.
-pub struct Running<K: BindingObject> {
+pub struct Running {
+    /// Which kind.
+    pub kind: BindingKind,
     /// The controller's cache of bindings of this kind.
-    pub store: Store<K>,
+    pub cache: Cache<CachedBinding>,
     /// Keys of bindings waiting to be scheduled.
     pub queue: WorkQueue<BindingKey>,
     synced: tokio::sync::watch::Receiver<bool>,
@@ -88,7 +87,7 @@ pub struct Running<K: BindingObject> {
     pub task: tokio::task::JoinHandle<()>,
 }
 
-impl<K: BindingObject> Running<K> {
+impl Running {
     /// Waits until the cache holds its first complete list.
     pub async fn wait_synced(&self) {
         let mut synced = self.synced.clone();
@@ -101,8 +100,8 @@ pub fn start<K: BindingObject>(
     client: Client,
     ctx: Arc<Context>,
     shutdown: flotilla_runtime::Shutdown,
-) -> Running<K> {
-    let (store, writer) = reflector::store::<K>();
+) -> Running {
+    let (cache, writer) = Cache::new();
     let queue: WorkQueue<BindingKey> = WorkQueue::new(RETRY_BASE, RETRY_MAX);
     let (synced_tx, synced) = tokio::sync::watch::channel(false);
     // The watch and the inventory listener run until shutdown aborts them.
@@ -110,36 +109,20 @@ pub fn start<K: BindingObject>(
     {
         let queue = queue.clone();
         let ctx = ctx.clone();
-        background.spawn(flotilla_runtime::watch::run_trimmed(
+        background.spawn(cache::run(
             Api::<K>::all(client),
             writer,
-            // Of execution's per-cluster status (never written here: the status patch names the
-            // scheduler's fields only) failover reads whether each cluster applied and its health;
-            // the member objects' statuses, the largest part of a binding, are never read. Of the
-            // metadata, the identity and the two annotations the scheduler reads.
-            |binding: &mut K| {
-                flotilla_runtime::watch::slim_metadata(
-                    binding.meta_mut(),
-                    &[TRACE_PARENT_ANNOTATION, ACTIVATION_PREFERENCE_ANNOTATION],
-                    &[],
-                );
-                if let Some(status) = binding.binding_status_mut() {
-                    for item in &mut status.aggregated_status {
-                        item.status = None;
-                        item.applied_message = None;
+            CachedBinding::of::<K>,
+            move |update| {
+                match update {
+                    Update::Applied { new, .. } if awaits_first_schedule(new) => {
+                        queue.add_after(new.key(), FIRST_SCHEDULE_GRACE)
                     }
-                }
-            },
-            move |change| {
-                match change {
-                    Change::Applied(binding) if awaits_first_schedule(binding) => {
-                        queue.add_after(binding.key(), FIRST_SCHEDULE_GRACE)
-                    }
-                    Change::Applied(binding) => queue.add(binding.key()),
+                    Update::Applied { new, .. } => queue.add(new.key()),
                     // Nothing to schedule; a retry or resync already queued finds it gone.
-                    Change::Deleted(binding) => ctx.attempts.forget(&binding.key()),
+                    Update::Deleted(binding) => ctx.attempts.forget(&binding.key()),
                     // Every listed binding was reported (and queued) before this.
-                    Change::Synced => {
+                    Update::Synced => {
                         synced_tx.send_replace(true);
                     }
                 }
@@ -147,17 +130,17 @@ pub fn start<K: BindingObject>(
         ));
     }
     {
-        let (queue, store) = (queue.clone(), store.clone());
+        let (queue, cache) = (queue.clone(), cache.clone());
         let mut changes = ctx.inventory.changes();
         background.spawn(async move {
             while changes.next().await.is_some() {
-                queue_all(&store, &queue);
+                queue_all(&cache, &queue);
             }
         });
     }
     let mut workers = JoinSet::new();
     for _ in 0..CONCURRENCY {
-        workers.spawn(work(ctx.clone(), store.clone(), queue.clone()));
+        workers.spawn(work::<K>(ctx.clone(), cache.clone(), queue.clone()));
     }
     let stop = queue.clone();
     let task = tokio::spawn(async move {
@@ -168,30 +151,31 @@ pub fn start<K: BindingObject>(
         background.abort_all();
     });
     Running {
-        store,
+        kind: K::KIND,
+        cache,
         queue,
         synced,
         task,
     }
 }
 
-fn queue_all<K: BindingObject>(store: &Store<K>, queue: &WorkQueue<BindingKey>) {
-    for binding in store.state() {
+fn queue_all(cache: &Cache<CachedBinding>, queue: &WorkQueue<BindingKey>) {
+    for binding in cache.state() {
         queue.add(binding.key());
     }
 }
 
-/// One worker: schedules queued bindings until the queue shuts down.
-async fn work<K: BindingObject>(ctx: Arc<Context>, store: Store<K>, queue: WorkQueue<BindingKey>) {
+/// One worker: schedules queued bindings of kind `K` until the queue shuts down.
+async fn work<K: BindingObject>(
+    ctx: Arc<Context>,
+    cache: Cache<CachedBinding>,
+    queue: WorkQueue<BindingKey>,
+) {
     while let Some(key) = queue.next().await {
-        let reference = match &key.namespace {
-            Some(namespace) => ObjectRef::<K>::new(&key.name).within(namespace),
-            None => ObjectRef::<K>::new(&key.name),
-        };
-        match store.get(&reference) {
+        match cache.get(key.namespace.as_deref(), &key.name) {
             // Deleted meanwhile: nothing to schedule, no failures to remember.
             None => queue.forget(&key),
-            Some(binding) => match schedule_binding(&ctx, &key, Some(binding), Trigger::Watch).await {
+            Some(binding) => match schedule_binding::<K>(&ctx, &key, Some(binding), Trigger::Watch).await {
                 Ok(report) => {
                     queue.forget(&key);
                     queue.add_after(key.clone(), next_attempt(&report));
@@ -207,33 +191,34 @@ async fn work<K: BindingObject>(ctx: Arc<Context>, store: Store<K>, queue: WorkQ
 }
 
 /// Reports both kinds' queues.
-fn report_queues<A: BindingObject, B: BindingObject>(a: &Running<A>, b: &Running<B>) {
-    for (kind, queue) in [(kind_name(A::KIND), &a.queue), (kind_name(B::KIND), &b.queue)] {
+fn report_queues(a: &Running, b: &Running) {
+    for running in [a, b] {
         flotilla_telemetry::metrics::report_queue(
             "flotilla-scheduler",
-            kind,
-            queue.len(),
-            queue.oldest_wait(),
+            kind_name(running.kind),
+            running.queue.len(),
+            running.queue.oldest_wait(),
         );
     }
 }
 
-/// Counts the eviction tasks in the bindings of `store`.
-pub fn count_eviction_tasks<K: BindingObject>(store: &Store<K>) -> usize {
-    store
+/// Counts the eviction tasks in the bindings of `cache`.
+pub fn count_eviction_tasks(cache: &Cache<CachedBinding>) -> usize {
+    cache
         .state()
         .iter()
-        .map(|b| b.binding_spec().graceful_eviction_tasks.len())
+        .map(|b| b.spec.graceful_eviction_tasks.len())
         .sum()
 }
 
-/// Counts the bindings in `stores` whose `Scheduled` condition is `False`.
-pub fn count_unschedulable<K: BindingObject>(store: &Store<K>) -> usize {
-    store
+/// Counts the bindings in `cache` whose `Scheduled` condition is `False`.
+pub fn count_unschedulable(cache: &Cache<CachedBinding>) -> usize {
+    cache
         .state()
         .iter()
         .filter(|b| {
-            b.binding_status()
+            b.status
+                .as_ref()
                 .and_then(|s| conditions::find(&s.conditions, SCHEDULED))
                 .is_some_and(|c| c.status == "False")
         })
@@ -241,18 +226,14 @@ pub fn count_unschedulable<K: BindingObject>(store: &Store<K>) -> usize {
 }
 
 /// Keeps the unschedulable-bindings gauge and the queue metrics current until `shutdown`.
-pub async fn report<A: BindingObject, B: BindingObject>(
-    a: &Running<A>,
-    b: &Running<B>,
-    shutdown: flotilla_runtime::Shutdown,
-) {
+pub async fn report(a: &Running, b: &Running, shutdown: flotilla_runtime::Shutdown) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             _ = tick.tick() => {
-                metrics().set_unschedulable(count_unschedulable(&a.store) + count_unschedulable(&b.store));
-                metrics().set_eviction_tasks(count_eviction_tasks(&a.store) + count_eviction_tasks(&b.store));
+                metrics().set_unschedulable(count_unschedulable(&a.cache) + count_unschedulable(&b.cache));
+                metrics().set_eviction_tasks(count_eviction_tasks(&a.cache) + count_eviction_tasks(&b.cache));
                 report_queues(a, b);
             }
         }
@@ -289,7 +270,10 @@ mod tests {
 
     #[test]
     fn only_never_scheduled_bindings_wait_for_their_creators_call() {
-        let mut binding = flotilla_api::ResourceBinding::new("web-deployment", Default::default());
+        let mut binding = CachedBinding::of(flotilla_api::ResourceBinding::new(
+            "web-deployment",
+            Default::default(),
+        ));
         assert!(awaits_first_schedule(&binding), "no status yet");
         binding.status = Some(Default::default());
         assert!(

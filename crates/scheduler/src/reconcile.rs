@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use flotilla_api::TargetCluster;
 use flotilla_api::well_known::{
-    ACTIVATION_PREFERENCE_ANNOTATION, DEFAULT_SCHEDULER_NAME, EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER,
-    EVICTION_PRODUCER_RB_APPLICATION_FAILOVER, TRACE_PARENT_ANNOTATION, events,
+    DEFAULT_SCHEDULER_NAME, EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER,
+    EVICTION_PRODUCER_RB_APPLICATION_FAILOVER, events,
 };
-use flotilla_api::{ResourceBindingStatus, TargetCluster};
 use flotilla_proto::v1::{BindingKind, BindingRef};
 use flotilla_runtime::events::Recorder;
 use k8s_openapi::jiff::Timestamp;
@@ -25,7 +25,7 @@ use kube::runtime::events::{Event, EventType, Reporter};
 use tracing::Instrument;
 
 use crate::attempts::{Attempts, Seen};
-use crate::binding::{BindingKey, BindingObject};
+use crate::binding::{BindingKey, BindingObject, CachedBinding};
 use crate::decision::{Decision, decide_with, spec_patch, status_after, status_patch};
 use crate::failover::{FailoverContext, FailoverOptions};
 use crate::inventory::Inventory;
@@ -176,8 +176,8 @@ pub fn is_ours(scheduler_name: Option<&str>) -> bool {
     scheduler_name.is_none_or(|name| name.is_empty() || name == DEFAULT_SCHEDULER_NAME)
 }
 
-/// Schedules the binding `key`. `cached` is the caller's copy, used for the first attempt
-/// (the watch's); without one the binding is read from the API.
+/// Schedules the binding `key` of kind `K`. `cached` is the caller's copy, used for the first
+/// attempt (the watch's); without one the binding is read from the API.
 ///
 /// Runs in a `scheduler.schedule` span: a child of the current span for gRPC calls; for watch
 /// triggers a child of the binding's `flotilla.io/traceparent` when the binding's change is
@@ -185,7 +185,7 @@ pub fn is_ours(scheduler_name: Option<&str>) -> bool {
 pub async fn schedule_binding<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
-    cached: Option<Arc<K>>,
+    cached: Option<Arc<CachedBinding>>,
     trigger: Trigger,
 ) -> Result<Report, ReconcileError> {
     let span = match trigger {
@@ -206,25 +206,18 @@ pub async fn schedule_binding<K: BindingObject>(
                 clusters = tracing::field::Empty,
             );
             if let Some(binding) = &cached
-                && let Some(traceparent) = binding
-                    .meta()
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(TRACE_PARENT_ANNOTATION))
+                && let Some(traceparent) = &binding.traceparent
             {
-                let pending = schedule_pending(
-                    binding.meta().generation,
-                    binding
-                        .binding_status()
-                        .and_then(|s| s.scheduler_observed_generation),
-                );
+                let pending = schedule_pending(binding.generation, binding.observed_generation());
                 flotilla_telemetry::propagation::follow_traceparent(&span, traceparent, pending);
             }
             span
         }
     };
     let started = Instant::now();
-    let result = attempt(ctx, key, cached, trigger).instrument(span.clone()).await;
+    let result = attempt::<K>(ctx, key, cached, trigger)
+        .instrument(span.clone())
+        .await;
     let outcome = match &result {
         Ok(report) => {
             span.record("outcome", report.outcome.as_str());
@@ -282,7 +275,7 @@ fn status_code(error: &kube::Error) -> Option<u16> {
 async fn attempt<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
-    cached: Option<Arc<K>>,
+    cached: Option<Arc<CachedBinding>>,
     trigger: Trigger,
 ) -> Result<Report, ReconcileError> {
     if !ctx.inventory.is_synced() {
@@ -292,11 +285,11 @@ async fn attempt<K: BindingObject>(
     // would only lose a conflict.
     let mut seen = ctx.attempts.lock(key).await;
     if let Some(binding) = &cached
-        && seen.is_older(binding.meta().resource_version.as_deref())
+        && seen.is_older(binding.resource_version.as_deref())
     {
-        return Ok(report(binding.as_ref(), Outcome::Stale, None));
+        return Ok(report(binding, Outcome::Stale, None));
     }
-    let result = attempt_in_turn(ctx, key, cached, trigger, &mut seen).await;
+    let result = attempt_in_turn::<K>(ctx, key, cached, trigger, &mut seen).await;
     drop(seen);
     result
 }
@@ -304,61 +297,46 @@ async fn attempt<K: BindingObject>(
 async fn attempt_in_turn<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
-    cached: Option<Arc<K>>,
+    cached: Option<Arc<CachedBinding>>,
     trigger: Trigger,
     seen: &mut Seen,
 ) -> Result<Report, ReconcileError> {
     let api = K::api(ctx.client.clone(), key.namespace.as_deref());
-    let mut next: Option<K> = cached.map(|b| (*b).clone());
+    let mut next: Option<CachedBinding> = cached.map(|b| (*b).clone());
     for _ in 0..MAX_CONFLICTS {
         let binding = match next.take() {
             Some(binding) => binding,
             None => match api.get_opt(&key.name).await.map_err(api_error("read", key))? {
                 Some(binding) => {
                     seen.observe(binding.meta().resource_version.as_deref());
-                    binding
+                    CachedBinding::of(binding)
                 }
                 None => return Ok(Report::without_binding(Outcome::NotFound)),
             },
         };
-        if binding.meta().deletion_timestamp.is_some()
-            || !is_ours(binding.binding_spec().scheduler_name.as_deref())
-        {
+        if binding.deleting || !is_ours(binding.spec.scheduler_name.as_deref()) {
             return Ok(report(&binding, Outcome::Skipped, None));
         }
-        let observed_before = binding
-            .binding_status()
-            .and_then(|s| s.scheduler_observed_generation);
+        let observed_before = binding.observed_generation();
         let clusters = ctx.inventory.snapshot();
-        let lazy = binding
-            .meta()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ACTIVATION_PREFERENCE_ANNOTATION))
-            .is_some_and(|v| v == "Lazy");
         let failover = FailoverContext {
             options: &ctx.failover,
-            generation: binding.meta().generation,
-            lazy,
+            generation: binding.generation,
+            lazy: binding.lazy,
             application_producer: match K::KIND {
                 BindingKind::ClusterResourceBinding => EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER,
                 _ => EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
             },
             now: Timestamp::now(),
         };
-        let decision = decide_with(
-            binding.binding_spec(),
-            binding.binding_status(),
-            &clusters,
-            Some(&failover),
-        );
+        let decision = decide_with(&binding.spec, binding.status.as_ref(), &clusters, Some(&failover));
 
         let mut binding = binding;
         let mut wrote = false;
         let url_path = K::url_path(&(), key.namespace.as_deref());
-        if decision.changes_spec(binding.binding_spec()) {
+        if decision.changes_spec(&binding.spec) {
             let patch = spec_patch(
-                binding.meta().resource_version.as_deref().unwrap_or_default(),
+                binding.resource_version.as_deref().unwrap_or_default(),
                 &decision.clusters,
                 &decision.tasks,
             );
@@ -376,15 +354,15 @@ async fn attempt_in_turn<K: BindingObject>(
             {
                 Ok(metadata) => {
                     tracing::info!(
-                        from = %format_clusters(&binding.binding_spec().clusters),
+                        from = %format_clusters(&binding.spec.clusters),
                         to = %format_clusters(&decision.clusters),
                         eviction_tasks = decision.tasks.len(),
                         "wrote spec.clusters"
                     );
                     seen.observe(metadata.resource_version.as_deref());
-                    *binding.meta_mut() = metadata;
-                    binding.binding_spec_mut().clusters = decision.clusters.clone();
-                    binding.binding_spec_mut().graceful_eviction_tasks = decision.tasks.clone();
+                    binding.wrote(metadata);
+                    binding.spec.clusters = decision.clusters.clone();
+                    binding.spec.graceful_eviction_tasks = decision.tasks.clone();
                     report_failover(ctx, &binding, &decision).await;
                     wrote = true;
                 }
@@ -400,13 +378,10 @@ async fn attempt_in_turn<K: BindingObject>(
             }
         }
 
-        let generation = binding.meta().generation.unwrap_or_default();
-        let status = status_after(binding.binding_status(), generation, &decision, Timestamp::now());
+        let generation = binding.generation.unwrap_or_default();
+        let status = status_after(binding.status.as_ref(), generation, &decision, Timestamp::now());
         if let Some(status) = &status {
-            let patch = status_patch(
-                binding.meta().resource_version.as_deref().unwrap_or_default(),
-                status,
-            );
+            let patch = status_patch(binding.resource_version.as_deref().unwrap_or_default(), status);
             // Answered with metadata only, as above: the status is the one written.
             match flotilla_runtime::lean::patch(
                 &ctx.client,
@@ -420,8 +395,8 @@ async fn attempt_in_turn<K: BindingObject>(
             {
                 Ok(metadata) => {
                     seen.observe(metadata.resource_version.as_deref());
-                    *binding.meta_mut() = metadata;
-                    *binding.binding_status_mut() = Some(status.clone());
+                    binding.wrote(metadata);
+                    binding.status = Some(status.clone());
                     wrote = true;
                 }
                 Err(error) if status_code(&error) == Some(409) => {
@@ -436,9 +411,7 @@ async fn attempt_in_turn<K: BindingObject>(
             }
         }
 
-        let observed_after = binding
-            .binding_status()
-            .and_then(|s| s.scheduler_observed_generation);
+        let observed_after = binding.observed_generation();
         if wrote && decision.settles && observed_after != observed_before {
             notify_peers(ctx, &binding, trigger);
         }
@@ -458,8 +431,8 @@ async fn attempt_in_turn<K: BindingObject>(
 /// Logs, counts and records as events the evictions and finished eviction tasks of a decision
 /// that was just written (events are best-effort). As in Karmada, each event is recorded on the
 /// binding and on its resource template.
-async fn report_failover<K: BindingObject>(ctx: &Context, binding: &K, decision: &Decision) {
-    let spec = binding.binding_spec();
+async fn report_failover(ctx: &Context, binding: &CachedBinding, decision: &Decision) {
+    let spec = &binding.spec;
     let template = k8s_openapi::api::core::v1::ObjectReference {
         api_version: Some(spec.resource.api_version.clone()),
         kind: Some(spec.resource.kind.clone()),
@@ -468,7 +441,7 @@ async fn report_failover<K: BindingObject>(ctx: &Context, binding: &K, decision:
         uid: spec.resource.uid.clone(),
         ..Default::default()
     };
-    let references = [binding.object_ref(&()), template];
+    let references = [binding.object_reference(), template];
     for eviction in &decision.evicted {
         tracing::info!(
             cluster = %eviction.cluster,
@@ -543,23 +516,21 @@ async fn publish(
     }
 }
 
-fn notify_peers<K: BindingObject>(ctx: &Context, binding: &K, trigger: Trigger) {
+fn notify_peers(ctx: &Context, binding: &CachedBinding, trigger: Trigger) {
     let reference: BindingRef = binding.reference();
     tracing::debug!(
         trigger = trigger.as_str(),
         "notifying execution of the new result"
     );
-    ctx.peers.notify(reference, binding.binding_spec().propagate_deps);
+    ctx.peers.notify(reference, binding.spec.propagate_deps);
 }
 
-fn report<K: BindingObject>(binding: &K, outcome: Outcome, unschedulable: Option<String>) -> Report {
+fn report(binding: &CachedBinding, outcome: Outcome, unschedulable: Option<String>) -> Report {
     Report {
         outcome,
-        clusters: binding.binding_spec().clusters.clone(),
-        observed_generation: binding
-            .binding_status()
-            .and_then(|s: &ResourceBindingStatus| s.scheduler_observed_generation),
-        generation: binding.meta().generation.unwrap_or_default(),
+        clusters: binding.spec.clusters.clone(),
+        observed_generation: binding.observed_generation(),
+        generation: binding.generation.unwrap_or_default(),
         unschedulable,
         next_check: None,
     }
