@@ -133,6 +133,93 @@ impl BindingView {
     }
 }
 
+/// A binding as the detector's watch cache holds it (ADR 0016): what the planner reads of it
+/// (identity, labels, annotations, owner references, the spec, the conditions) and its
+/// [`watch_signature`], which the watch compares with the replaced value's to decide whether
+/// the template needs its planner again. [`CachedBinding::view`] is the planner's view of it.
+///
+/// The metadata stays typed: the view's JSON form costs a map node per object level (about
+/// 0.6 KiB each), so it is built per lookup, not kept.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedBinding {
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: ResourceBindingSpec,
+    conditions: Vec<Condition>,
+    /// [`watch_signature`] of the binding.
+    pub signature: u64,
+}
+
+impl CachedBinding {
+    /// The cached form of a ResourceBinding.
+    pub fn of_resource_binding(binding: &ResourceBinding) -> Self {
+        Self::new(
+            &binding.metadata,
+            &binding.spec,
+            binding.status.as_ref().map(|s| s.conditions.as_slice()),
+        )
+    }
+
+    /// The cached form of a ClusterResourceBinding.
+    pub fn of_cluster_resource_binding(binding: &ClusterResourceBinding) -> Self {
+        Self::new(
+            &binding.metadata,
+            &binding.spec,
+            binding.status.as_ref().map(|s| s.conditions.as_slice()),
+        )
+    }
+
+    /// Copied, not moved out of the binding: a binding as the watch delivers it is mostly what
+    /// is not kept (managedFields, execution's aggregated status), and the copy's allocations
+    /// are made together instead of staying scattered among the freed ones.
+    fn new(
+        metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        spec: &ResourceBindingSpec,
+        conditions: Option<&[Condition]>,
+    ) -> Self {
+        let conditions = conditions.unwrap_or_default();
+        Self {
+            signature: watch_signature(metadata, spec, conditions),
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: metadata.name.clone(),
+                namespace: metadata.namespace.clone(),
+                uid: metadata.uid.clone(),
+                resource_version: metadata.resource_version.clone(),
+                generation: metadata.generation,
+                labels: metadata.labels.clone(),
+                annotations: metadata.annotations.clone(),
+                owner_references: metadata.owner_references.clone(),
+                ..Default::default()
+            },
+            spec: spec.clone(),
+            conditions: conditions.to_vec(),
+        }
+    }
+
+    /// The planner's view of the binding.
+    pub fn view(&self) -> BindingView {
+        BindingView::new(&self.metadata, self.spec.clone(), self.conditions.clone())
+    }
+
+    /// The template the binding is for.
+    pub fn resource(&self) -> &ObjectReference {
+        &self.spec.resource
+    }
+
+    /// One annotation's value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    }
+
+    /// The binding's conditions.
+    pub fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+}
+
 /// What of a binding the detector's decisions read, hashed: uid, whether it is being deleted,
 /// labels, annotations, owner references, the detector-owned spec fields and the
 /// `PolicyActivated` condition. A binding change that leaves it equal (the scheduler's
@@ -888,5 +975,63 @@ mod tests {
         let view = BindingView::from_resource_binding(&rb);
         let refs = view.owner_references_with(&owner_reference(&deployment_key(), "t-uid"));
         assert_eq!(refs[0]["controller"], true);
+    }
+
+    #[test]
+    fn the_cached_view_is_the_view_of_the_whole_binding() {
+        let rb: ResourceBinding = serde_json::from_value(json!({
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "web-deployment", "namespace": "default", "uid": "b", "generation": 2,
+                "resourceVersion": "10", "finalizers": ["karmada.io/binding-controller"],
+                "creationTimestamp": "2026-11-25T10:00:00Z",
+                "labels": {"propagationpolicy.karmada.io/name": "web"},
+                "annotations": {"flotilla.io/template-fingerprint": "abc", "flotilla.io/overrides": "[]"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "t-uid", "controller": true}],
+                "managedFields": [{"manager": "flotilla-detector", "operation": "Apply"}]},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "replicas": 3,
+                "clusters": [{"name": "member1", "replicas": 3}]},
+            "status": {"schedulerObservedGeneration": 2,
+                "conditions": [{"type": "PolicyActivated", "status": "True", "reason": "Activated", "message": "",
+                    "lastTransitionTime": "2026-11-25T10:00:00Z"}],
+                "aggregatedStatus": [{"clusterName": "member1", "applied": true, "status": {"readyReplicas": 3}}]},
+        }))
+        .unwrap();
+        let whole = BindingView::from_resource_binding(&rb);
+        let cached = CachedBinding::of_resource_binding(&rb);
+        let view = cached.view();
+        // Everything the planner reads is the same; of the metadata in `object`, what the
+        // planner does not read (timestamps, finalizers, managedFields) is not kept.
+        assert_eq!(
+            BindingView {
+                object: Value::Null,
+                ..view.clone()
+            },
+            BindingView {
+                object: Value::Null,
+                ..whole.clone()
+            }
+        );
+        for field in ["labels", "annotations", "ownerReferences"] {
+            let pointer = format!("/metadata/{field}");
+            assert_eq!(
+                view.object.pointer(&pointer),
+                whole.object.pointer(&pointer),
+                "{field}"
+            );
+        }
+        for gone in ["managedFields", "finalizers", "creationTimestamp"] {
+            assert_eq!(view.object["metadata"].get(gone), None, "{gone}");
+        }
+        assert_eq!(cached.annotation("flotilla.io/template-fingerprint"), Some("abc"));
+        assert_eq!(cached.resource(), &rb.spec.resource);
+        assert_eq!(cached.conditions(), whole.conditions.as_slice());
+        assert_eq!(
+            cached.signature,
+            watch_signature(&rb.metadata, &rb.spec, &whole.conditions)
+        );
+
+        let crb = ClusterResourceBinding::new("ns-namespace", rb.spec.clone().into());
+        let cached = CachedBinding::of_cluster_resource_binding(&crb);
+        assert_eq!(cached.view(), BindingView::from_cluster_resource_binding(&crb));
     }
 }

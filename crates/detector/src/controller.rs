@@ -1,6 +1,7 @@
-//! The detector's I/O: caches (kube-runtime reflectors) of policies, bindings and every
-//! template kind the policies select, two work queues (policies, templates), and the reconcile
-//! functions that read the caches, call the pure planners and perform the writes.
+//! The detector's I/O: caches of policies (kube-runtime reflectors), bindings (compact caches
+//! of [`CachedBinding`], ADR 0016) and every template kind the policies select, two work
+//! queues (policies, templates), and the reconcile functions that read the caches, call the
+//! pure planners and perform the writes.
 //!
 //! Caches may lag behind the API. Every write is idempotent and every change produces a watch
 //! event that queues the object again, so a decision taken on a stale cache is corrected on the
@@ -23,12 +24,11 @@ use flotilla_api::well_known::{
     POLICY_GENERATION_ANNOTATION, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL,
     conditions::POLICY_ACTIVATED, reasons,
 };
-use flotilla_api::work::{
-    ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus,
-};
+use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
 use flotilla_proto::v1::{BindingRef, ScheduleRequest};
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
+use flotilla_runtime::cache::{self, Cache, CacheWriter, Update};
 use flotilla_runtime::queue::{DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, WorkQueue, backoff};
 use flotilla_runtime::watch::{Change, run as watch, run_trimmed as watch_trimmed};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -47,7 +47,7 @@ use tracing::{Instrument, field};
 use crate::api::{
     ApiError, BindingApi, binding_ref, get_template, patch_params, patch_template, template_json,
 };
-use crate::binding::{BindingView, watch_signature};
+use crate::binding::{BindingView, CachedBinding};
 use crate::claim::Claim;
 use crate::content::{Contents, TemplateContent};
 use crate::events::EventRecorder;
@@ -151,8 +151,8 @@ pub struct Detector {
     options: ControllerOptions,
     propagation_policies: Store<PropagationPolicy>,
     cluster_propagation_policies: Store<ClusterPropagationPolicy>,
-    resource_bindings: Store<ResourceBinding>,
-    cluster_resource_bindings: Store<ClusterResourceBinding>,
+    resource_bindings: Cache<CachedBinding>,
+    cluster_resource_bindings: Cache<CachedBinding>,
     override_policies: Store<OverridePolicy>,
     cluster_override_policies: Store<ClusterOverridePolicy>,
     synced: Synced,
@@ -167,9 +167,6 @@ pub struct Detector {
     /// `(generation, valid, deleting)` per policy uid whose templates were last queued: an
     /// optimisation only (a restart queues everything again), never an input of a decision.
     fanned_out: Mutex<HashMap<String, (i64, bool, bool)>>,
-    /// [`watch_signature`] of every cached binding by `(namespace, name)`: a binding event
-    /// requeues its template only when it moved (an optimisation: the cache and the API decide).
-    binding_signatures: Mutex<HashMap<(Option<String>, String), u64>>,
     /// [`crate::policy::watch_signature`] of every cached policy: a policy event queues the
     /// policy only when it moved (status writes do not; an optimisation like the above).
     policy_signatures: Mutex<HashMap<PolicyKey, u64>>,
@@ -196,8 +193,8 @@ pub struct CacheWriters {
     cluster_propagation_policies: reflector::store::Writer<ClusterPropagationPolicy>,
     override_policies: reflector::store::Writer<OverridePolicy>,
     cluster_override_policies: reflector::store::Writer<ClusterOverridePolicy>,
-    resource_bindings: reflector::store::Writer<ResourceBinding>,
-    cluster_resource_bindings: reflector::store::Writer<ClusterResourceBinding>,
+    resource_bindings: CacheWriter<CachedBinding>,
+    cluster_resource_bindings: CacheWriter<CachedBinding>,
 }
 
 impl Detector {
@@ -216,15 +213,15 @@ impl Detector {
         };
         let pp = reflector::store::Writer::default();
         let cpp = reflector::store::Writer::default();
-        let rb = reflector::store::Writer::default();
-        let crb = reflector::store::Writer::default();
+        let (resource_bindings, rb) = Cache::new();
+        let (cluster_resource_bindings, crb) = Cache::new();
         let op = reflector::store::Writer::default();
         let cop = reflector::store::Writer::default();
         let detector = Arc::new(Self {
             propagation_policies: pp.as_reader(),
             cluster_propagation_policies: cpp.as_reader(),
-            resource_bindings: rb.as_reader(),
-            cluster_resource_bindings: crb.as_reader(),
+            resource_bindings,
+            cluster_resource_bindings,
             override_policies: op.as_reader(),
             cluster_override_policies: cop.as_reader(),
             override_views: RwLock::default(),
@@ -237,7 +234,6 @@ impl Detector {
             kinds: RwLock::default(),
             views: RwLock::default(),
             fanned_out: Mutex::default(),
-            binding_signatures: Mutex::default(),
             policy_signatures: Mutex::default(),
             counts_cost_micros: AtomicU64::new(0),
             contents: Contents::default(),
@@ -347,49 +343,39 @@ impl Detector {
         futures::join!(pps, cpps);
     }
 
-    /// Bindings are cached without `status.aggregatedStatus` (execution's, never read here), and
-    /// a binding event requeues its template only when [`watch_signature`] moved.
+    /// Bindings are cached as the [`CachedBinding`] the planner reads, and a binding event
+    /// requeues its template only when [`crate::binding::watch_signature`] moved.
     async fn watch_bindings(
         self: Arc<Self>,
-        rb: reflector::store::Writer<ResourceBinding>,
-        crb: reflector::store::Writer<ClusterResourceBinding>,
+        rb: CacheWriter<CachedBinding>,
+        crb: CacheWriter<CachedBinding>,
     ) {
         let this = Arc::clone(&self);
-        let rbs = watch_trimmed(
+        let rbs = cache::run(
             Api::<ResourceBinding>::all(self.client.clone()),
             rb,
-            |b: &mut ResourceBinding| {
-                if let Some(status) = b.status.as_mut() {
-                    status.aggregated_status = Vec::new();
-                }
-            },
-            move |event| match event {
-                Change::Applied(b) => this.binding_applied(&b.metadata, &b.spec, b.status.as_ref()),
-                Change::Deleted(b) => this.binding_deleted(&b.metadata, &b.spec.resource),
-                Change::Synced => {
+            |binding| CachedBinding::of_resource_binding(&binding),
+            move |update| match update {
+                Update::Synced => {
                     this.synced.resource_bindings.store(true, Ordering::Release);
                     this.update_readiness();
                 }
+                update => this.binding_updated(&update),
             },
         );
         let this = Arc::clone(&self);
-        let crbs = watch_trimmed(
+        let crbs = cache::run(
             Api::<ClusterResourceBinding>::all(self.client.clone()),
             crb,
-            |b: &mut ClusterResourceBinding| {
-                if let Some(status) = b.status.as_mut() {
-                    status.aggregated_status = Vec::new();
-                }
-            },
-            move |event| match event {
-                Change::Applied(b) => this.binding_applied(&b.metadata, &b.spec, b.status.as_ref()),
-                Change::Deleted(b) => this.binding_deleted(&b.metadata, &b.spec.resource),
-                Change::Synced => {
+            |binding| CachedBinding::of_cluster_resource_binding(&binding),
+            move |update| match update {
+                Update::Synced => {
                     this.synced
                         .cluster_resource_bindings
                         .store(true, Ordering::Release);
                     this.update_readiness();
                 }
+                update => this.binding_updated(&update),
             },
         );
         futures::join!(rbs, crbs);
@@ -532,19 +518,14 @@ impl Detector {
             }
         }
         let marker = format!("\"uid\":\"{}\"", view.uid);
-        let records = |annotations: Option<&BTreeMap<String, String>>| {
-            annotations
-                .and_then(|a| a.get(flotilla_api::well_known::OVERRIDES_ANNOTATION))
-                .is_some_and(|value| value.contains(&marker))
-        };
-        for binding in self.resource_bindings.state() {
-            if records(binding.metadata.annotations.as_ref()) {
-                self.binding_changed(&binding.spec.resource);
-            }
-        }
-        for binding in self.cluster_resource_bindings.state() {
-            if records(binding.metadata.annotations.as_ref()) {
-                self.binding_changed(&binding.spec.resource);
+        for cache in [&self.resource_bindings, &self.cluster_resource_bindings] {
+            for binding in cache.state() {
+                if binding
+                    .annotation(flotilla_api::well_known::OVERRIDES_ANNOTATION)
+                    .is_some_and(|value| value.contains(&marker))
+                {
+                    self.binding_changed(binding.resource());
+                }
             }
         }
     }
@@ -688,41 +669,18 @@ impl Detector {
         }
     }
 
-    fn binding_applied(
-        &self,
-        metadata: &ObjectMeta,
-        spec: &ResourceBindingSpec,
-        status: Option<&ResourceBindingStatus>,
-    ) {
-        let signature = watch_signature(
-            metadata,
-            spec,
-            status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        );
-        let key = (
-            metadata.namespace.clone(),
-            metadata.name.clone().unwrap_or_default(),
-        );
-        let previous = self
-            .binding_signatures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, signature);
-        if previous != Some(signature) {
-            self.binding_changed(&spec.resource);
+    /// A binding was created, changed or deleted: its template is queued unless what the
+    /// detector reads of the binding stayed the same (its signature did not move).
+    fn binding_updated(&self, update: &Update<'_, CachedBinding>) {
+        match update {
+            Update::Applied { old, new } => {
+                if old.map(|old| old.signature) != Some(new.signature) {
+                    self.binding_changed(new.resource());
+                }
+            }
+            Update::Deleted(binding) => self.binding_changed(binding.resource()),
+            Update::Synced => {}
         }
-    }
-
-    fn binding_deleted(&self, metadata: &ObjectMeta, resource: &flotilla_api::ObjectReference) {
-        let key = (
-            metadata.namespace.clone(),
-            metadata.name.clone().unwrap_or_default(),
-        );
-        self.binding_signatures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
-        self.binding_changed(resource);
     }
 
     /// A policy was created or changed: queued unless only its status (or resourceVersion)
@@ -1007,40 +965,23 @@ impl Detector {
         Some((template_json(&object, key), watch.resource.clone(), content))
     }
 
-    /// One annotation of the template's cached binding, read in place.
-    fn cached_binding_annotation(&self, key: &TemplateKey, annotation: &str) -> Option<String> {
-        let name = key.binding_name();
-        let metadata_value = |metadata: &ObjectMeta| {
-            metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotation))
-                .cloned()
+    /// The template's binding as cached.
+    fn cached(&self, key: &TemplateKey) -> Option<Arc<CachedBinding>> {
+        let cache = match &key.namespace {
+            Some(_) => &self.resource_bindings,
+            None => &self.cluster_resource_bindings,
         };
-        match &key.namespace {
-            Some(ns) => self
-                .resource_bindings
-                .get(&ObjectRef::new(&name).within(ns))
-                .and_then(|b| metadata_value(&b.metadata)),
-            None => self
-                .cluster_resource_bindings
-                .get(&ObjectRef::new(&name))
-                .and_then(|b| metadata_value(&b.metadata)),
-        }
+        cache.get(key.namespace.as_deref(), &key.binding_name())
+    }
+
+    /// One annotation of the template's cached binding.
+    fn cached_binding_annotation(&self, key: &TemplateKey, annotation: &str) -> Option<String> {
+        self.cached(key)
+            .and_then(|b| b.annotation(annotation).map(str::to_owned))
     }
 
     fn cached_binding(&self, key: &TemplateKey) -> Option<BindingView> {
-        let name = key.binding_name();
-        match &key.namespace {
-            Some(ns) => self
-                .resource_bindings
-                .get(&ObjectRef::new(&name).within(ns))
-                .map(|b| BindingView::from_resource_binding(&b)),
-            None => self
-                .cluster_resource_bindings
-                .get(&ObjectRef::new(&name))
-                .map(|b| BindingView::from_cluster_resource_binding(&b)),
-        }
+        self.cached(key).map(|b| b.view())
     }
 
     // ------------------------------------------------------------------------------------------
@@ -1135,18 +1076,11 @@ impl Detector {
                 for key in dirty {
                     self.policies.add(key);
                 }
-                let pending = self
-                    .resource_bindings
-                    .state()
-                    .iter()
-                    .filter(|b| is_lazy_pending(b.status.as_ref().map(|s| s.conditions.as_slice())))
-                    .count()
-                    + self
-                        .cluster_resource_bindings
-                        .state()
-                        .iter()
-                        .filter(|b| is_lazy_pending(b.status.as_ref().map(|s| s.conditions.as_slice())))
-                        .count();
+                let pending = [&self.resource_bindings, &self.cluster_resource_bindings]
+                    .into_iter()
+                    .flat_map(Cache::state)
+                    .filter(|b| is_lazy_pending(Some(b.conditions())))
+                    .count();
                 metrics().pending_lazy(pending);
             }
             metrics().queue_depth("template", self.templates.len());
