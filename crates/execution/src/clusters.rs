@@ -142,7 +142,8 @@ impl Member {
         self.echoes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A worker is about to apply the member object `key`; [`Member::end_apply`] must follow.
+    /// A worker is about to apply the member object `key`; it reports the answer with
+    /// [`InFlightApply::end`].
     ///
     /// The watch event of a worker's own apply carries nothing the applying reconcile did not
     /// see (it writes the Work's status from the apply's answer), so it must not queue the Work
