@@ -15,6 +15,29 @@ use crate::policy::{ConflictResolution, FailoverBehavior, Placement, PurgeMode, 
 pub const GROUP: &str = "work.karmada.io";
 /// API version of ResourceBinding and ClusterResourceBinding.
 pub const BINDING_VERSION: &str = "v1alpha2";
+
+/// The core `ObjectReference` of a binding, for events: a ResourceBinding when `namespace` is
+/// set, a ClusterResourceBinding when it is not.
+pub fn binding_object_reference(
+    namespace: Option<&str>,
+    name: &str,
+    uid: Option<&str>,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(format!("{GROUP}/{BINDING_VERSION}")),
+        kind: Some(
+            match namespace {
+                Some(_) => "ResourceBinding",
+                None => "ClusterResourceBinding",
+            }
+            .to_owned(),
+        ),
+        namespace: namespace.map(str::to_owned),
+        name: Some(name.to_owned()),
+        uid: uid.map(str::to_owned),
+        ..Default::default()
+    }
+}
 /// API version of Work.
 pub const WORK_VERSION: &str = "v1alpha1";
 
@@ -541,4 +564,31 @@ pub struct ResourceIdentifier {
     pub namespace: String,
     /// Name.
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+
+    use super::*;
+
+    #[test]
+    fn a_binding_object_reference_names_the_kind_by_its_scope() {
+        let rb = binding_object_reference(Some("default"), "web-deployment", Some("u1"));
+        assert_eq!(
+            rb.api_version.as_deref(),
+            Some(ResourceBinding::api_version(&()).as_ref())
+        );
+        assert_eq!(rb.kind.as_deref(), Some("ResourceBinding"));
+        assert_eq!(rb.namespace.as_deref(), Some("default"));
+        assert_eq!(rb.name.as_deref(), Some("web-deployment"));
+        assert_eq!(rb.uid.as_deref(), Some("u1"));
+        let crb = binding_object_reference(None, "ns-namespace", None);
+        assert_eq!(
+            crb.api_version.as_deref(),
+            Some(ClusterResourceBinding::api_version(&()).as_ref())
+        );
+        assert_eq!(crb.kind.as_deref(), Some("ClusterResourceBinding"));
+        assert_eq!((crb.namespace, crb.uid), (None, None));
+    }
 }

@@ -802,18 +802,11 @@ pub fn dynamic_api(client: &Client, kind: &Resolved, namespace: Option<&str>) ->
 
 /// The core ObjectReference of a binding, for events.
 pub fn binding_reference(view: &BindingView) -> CoreObjectReference {
-    CoreObjectReference {
-        api_version: Some(format!(
-            "{}/{}",
-            flotilla_api::work::GROUP,
-            flotilla_api::work::BINDING_VERSION
-        )),
-        kind: Some(view.key.kind().to_owned()),
-        namespace: view.key.namespace.clone(),
-        name: Some(view.key.name.clone()),
-        uid: view.uid.clone(),
-        ..Default::default()
-    }
+    flotilla_api::work::binding_object_reference(
+        view.key.namespace.as_deref(),
+        &view.key.name,
+        view.uid.as_deref(),
+    )
 }
 
 /// Makes a merge patch conditional on `resource_version` (the API answers 409 when the object

@@ -413,21 +413,13 @@ fn view_of<'a>(key: &'a BindingKey, uid: &'a str, binding: &'a BindingObject) ->
 }
 
 fn binding_ref(key: &BindingKey, binding: &BindingObject) -> k8s_openapi::api::core::v1::ObjectReference {
-    let (api_version, kind) = match key.kind {
-        BindingKind::ResourceBinding => (ResourceBinding::api_version(&()), ResourceBinding::kind(&())),
-        BindingKind::ClusterResourceBinding => (
-            ClusterResourceBinding::api_version(&()),
-            ClusterResourceBinding::kind(&()),
-        ),
-    };
     k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some(api_version.into_owned()),
-        kind: Some(kind.into_owned()),
-        namespace: Some(key.namespace.clone()).filter(|n| !n.is_empty()),
-        name: Some(key.name.clone()),
-        uid: binding.metadata.uid.clone(),
         resource_version: binding.metadata.resource_version.clone(),
-        ..Default::default()
+        ..flotilla_api::work::binding_object_reference(
+            Some(key.namespace.as_str()).filter(|n| !n.is_empty()),
+            &key.name,
+            binding.metadata.uid.as_deref(),
+        )
     }
 }
 

@@ -152,21 +152,11 @@ impl CachedBinding {
 
     /// A reference to this binding as an object (for events).
     pub fn object_reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
-        let (api_version, kind) = match self.kind {
-            BindingKind::ClusterResourceBinding => (
-                ClusterResourceBinding::api_version(&()),
-                ClusterResourceBinding::kind(&()),
-            ),
-            _ => (ResourceBinding::api_version(&()), ResourceBinding::kind(&())),
-        };
-        k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(api_version.into_owned()),
-            kind: Some(kind.into_owned()),
-            namespace: self.namespace.as_deref().map(str::to_owned),
-            name: Some(self.name.to_string()),
-            uid: self.uid.as_deref().map(str::to_owned),
-            ..Default::default()
-        }
+        flotilla_api::work::binding_object_reference(
+            self.namespace.as_deref(),
+            &self.name,
+            self.uid.as_deref(),
+        )
     }
 
     /// `status.schedulerObservedGeneration`.
