@@ -1,27 +1,27 @@
-//! A template's content, reduced to what the detector's decisions read: its fingerprint (did
-//! the template change?) and its replicas and per-replica requirements (the binding's
-//! `spec.replicas` / `spec.replicaRequirements`). Everything else the detector reads of a
-//! template is metadata.
+//! A template as the detector's watch cache holds it ([`CachedTemplate`], ADR 0016): its
+//! metadata, copied without `managedFields` and kubectl's last-applied annotation, and its
+//! [`TemplateContent`], reduced to what the detector's decisions read of the rest: its
+//! fingerprint (did the template change?) and its replicas and per-replica requirements (the
+//! binding's `spec.replicas` / `spec.replicaRequirements`).
 //!
-//! The template caches keep metadata only: each object the watch delivers is reduced to its
-//! [`TemplateContent`] (kept beside the cache, by template, with the resourceVersion it was
-//! computed from) and its metadata. A reconcile uses the content whose resourceVersion is the
-//! cached metadata's; when they differ (an event arrived between the two reads) it reads the
-//! template from the API, as it does before every binding spec write anyway.
-
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+//! Both are taken from the same delivered object, so the content is always the cached
+//! metadata's; a template is read whole from the API only before a binding spec write (see
+//! [`crate::controller::needs_confirmation`]).
 
 use flotilla_interpreter::{InterpretError, ReplicaInfo};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 
-use crate::keys::TemplateKey;
+use crate::keys::{Gvk, TemplateKey};
+
+/// kubectl's client-side apply record: as large as the template, never read by the detector
+/// (the content's fingerprint is taken before the cache drops it).
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// What the detector reads of a template's content.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TemplateContent {
-    /// `metadata.resourceVersion` of the object it was computed from.
-    pub resource_version: Option<String>,
     /// The template fingerprint ([`crate::fingerprint`]).
     pub fingerprint: String,
     /// The interpreter's replicas and requirements, or why the template cannot be read.
@@ -32,69 +32,56 @@ impl TemplateContent {
     /// The content of a whole template (JSON with `apiVersion` and `kind`).
     pub fn of(template: &Value) -> Self {
         Self {
-            resource_version: template
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
             fingerprint: crate::fingerprint::fingerprint(template),
             replicas: flotilla_interpreter::replicas(template),
         }
     }
 }
 
-/// `apiVersion`, `kind` and `metadata` of a template: what the cache keeps.
-pub fn metadata_only(template: &Value) -> Value {
-    let mut kept = Map::new();
-    for field in ["apiVersion", "kind", "metadata"] {
-        if let Some(value) = template.get(field) {
-            kept.insert(field.to_owned(), value.clone());
+/// A template in the detector's watch cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedTemplate {
+    /// Its metadata, without `managedFields` and [`LAST_APPLIED_ANNOTATION`].
+    pub metadata: ObjectMeta,
+    /// Its content, computed from the whole object the metadata was copied from.
+    pub content: TemplateContent,
+}
+
+impl CachedTemplate {
+    /// The cached form of a template of kind `gvk` as the watch delivered it. The metadata is
+    /// copied, not moved out of the object: most of what the watch delivers is not kept, and
+    /// the copy's allocations are made together instead of staying scattered among the freed
+    /// ones (ADR 0016).
+    pub fn of(gvk: &Gvk, mut object: DynamicObject) -> Self {
+        // The fingerprint leaves managedFields out; serialising them would be wasted work.
+        object.metadata.managed_fields = None;
+        let key = TemplateKey::of(gvk, &object.metadata);
+        let content = TemplateContent::of(&crate::api::template_json(&object, &key));
+        if let Some(annotations) = object.metadata.annotations.as_mut() {
+            annotations.remove(LAST_APPLIED_ANNOTATION);
+        }
+        Self {
+            metadata: object.metadata.clone(),
+            content,
         }
     }
-    Value::Object(kept)
-}
 
-/// The contents of the cached templates, by template.
-#[derive(Debug, Default)]
-pub struct Contents {
-    by_key: Mutex<HashMap<TemplateKey, Arc<TemplateContent>>>,
-}
-
-impl Contents {
-    /// Records the content of the template `key` as the watch delivered it.
-    pub fn insert(&self, key: TemplateKey, content: TemplateContent) {
-        self.lock().insert(key, Arc::new(content));
+    /// Its key.
+    pub fn key(&self, gvk: &Gvk) -> TemplateKey {
+        TemplateKey::of(gvk, &self.metadata)
     }
 
-    /// Forgets a deleted template.
-    pub fn remove(&self, key: &TemplateKey) {
-        self.lock().remove(key);
-    }
-
-    /// Forgets every template of a kind no longer watched.
-    pub fn retain(&self, keep: impl Fn(&TemplateKey) -> bool) {
-        self.lock().retain(|key, _| keep(key));
-    }
-
-    /// The content of `key` computed from `resource_version`, if that is what is recorded.
-    pub fn get(&self, key: &TemplateKey, resource_version: Option<&str>) -> Option<Arc<TemplateContent>> {
-        self.lock()
-            .get(key)
-            .filter(|c| resource_version.is_some() && c.resource_version.as_deref() == resource_version)
-            .cloned()
-    }
-
-    /// How many templates have a recorded content.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no template has a recorded content.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TemplateKey, Arc<TemplateContent>>> {
-        self.by_key.lock().unwrap_or_else(|p| p.into_inner())
+    /// `apiVersion`, `kind` and `metadata` as JSON: what the planner reads of the object
+    /// (its content is [`CachedTemplate::content`]).
+    pub fn json(&self, gvk: &Gvk) -> Value {
+        let mut object = Map::new();
+        object.insert("apiVersion".into(), Value::String(gvk.api_version.clone()));
+        object.insert("kind".into(), Value::String(gvk.kind.clone()));
+        object.insert(
+            "metadata".into(),
+            serde_json::to_value(&self.metadata).unwrap_or(Value::Null),
+        );
+        Value::Object(object)
     }
 }
 
@@ -103,40 +90,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::keys::Gvk;
 
     fn deployment(replicas: i64, rv: &str) -> Value {
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "default", "resourceVersion": rv,
-                         "labels": {"app": "web"}},
+            "metadata": {
+                "name": "web", "namespace": "default", "uid": "u-1", "resourceVersion": rv,
+                "labels": {"app": "web"},
+                "annotations": {"note": "kept", LAST_APPLIED_ANNOTATION: "{\"big\":true}"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+            },
             "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
             "status": {"readyReplicas": 1},
         })
     }
 
-    fn key() -> TemplateKey {
-        TemplateKey {
-            gvk: Gvk::new("apps/v1", "Deployment"),
-            namespace: Some("default".into()),
-            name: "web".into(),
-        }
+    fn cached(template: &Value) -> CachedTemplate {
+        CachedTemplate::of(
+            &Gvk::new("apps/v1", "Deployment"),
+            serde_json::from_value(template.clone()).unwrap(),
+        )
     }
 
     #[test]
     fn content_is_the_fingerprint_and_the_replicas_of_the_whole_object() {
         let content = TemplateContent::of(&deployment(3, "7"));
-        assert_eq!(content.resource_version.as_deref(), Some("7"));
         assert_eq!(
             content.fingerprint,
             crate::fingerprint::fingerprint(&deployment(3, "7"))
         );
         assert_eq!(content.replicas.as_ref().unwrap().as_ref().unwrap().replicas, 3);
-        // The metadata alone has neither: that is why the content is kept beside it.
-        let metadata = metadata_only(&deployment(3, "7"));
-        assert_eq!(metadata["metadata"]["labels"]["app"], "web");
-        assert!(metadata.get("spec").is_none() && metadata.get("status").is_none());
-        assert_ne!(crate::fingerprint::fingerprint(&metadata), content.fingerprint);
         // A bad template: the interpreter's error is kept, named.
         let mut bad = deployment(3, "8");
         bad["spec"]["replicas"] = json!("three");
@@ -144,20 +127,53 @@ mod tests {
     }
 
     #[test]
-    fn content_is_used_only_for_the_resource_version_it_was_computed_from() {
-        let contents = Contents::default();
-        assert!(contents.get(&key(), Some("7")).is_none());
-        contents.insert(key(), TemplateContent::of(&deployment(3, "7")));
-        assert!(contents.get(&key(), Some("7")).is_some());
-        assert!(contents.get(&key(), Some("8")).is_none(), "the cache moved on");
-        assert!(contents.get(&key(), None).is_none());
-        contents.insert(key(), TemplateContent::of(&deployment(4, "8")));
-        assert!(contents.get(&key(), Some("7")).is_none());
-        assert_eq!(contents.len(), 1);
-        contents.retain(|k| k.gvk.kind != "Deployment");
-        assert!(contents.is_empty());
-        contents.insert(key(), TemplateContent::of(&deployment(3, "9")));
-        contents.remove(&key());
-        assert!(contents.is_empty());
+    fn the_cache_keeps_metadata_and_the_content_of_the_same_object() {
+        let template = deployment(3, "7");
+        let entry = cached(&template);
+        // The content is the whole object's, last-applied annotation included (it is user
+        // content as far as the fingerprint goes), whatever the cache keeps of the metadata.
+        assert_eq!(entry.content, TemplateContent::of(&template));
+        let json = entry.json(&Gvk::new("apps/v1", "Deployment"));
+        assert_eq!(json["apiVersion"], "apps/v1");
+        assert_eq!(json["kind"], "Deployment");
+        assert_eq!(json["metadata"]["uid"], "u-1");
+        assert_eq!(json["metadata"]["resourceVersion"], "7");
+        assert_eq!(json["metadata"]["labels"]["app"], "web");
+        assert_eq!(json["metadata"]["annotations"]["note"], "kept");
+        // What the detector never reads is not kept.
+        assert!(
+            json["metadata"]["annotations"]
+                .get(LAST_APPLIED_ANNOTATION)
+                .is_none()
+        );
+        assert!(json["metadata"].get("managedFields").is_none());
+        assert!(json.get("spec").is_none() && json.get("status").is_none());
+        // The metadata alone does not have the content's fingerprint: that is why it is kept.
+        assert_ne!(crate::fingerprint::fingerprint(&json), entry.content.fingerprint);
+        assert_eq!(
+            entry.key(&Gvk::new("apps/v1", "Deployment")),
+            TemplateKey {
+                gvk: Gvk::new("apps/v1", "Deployment"),
+                namespace: Some("default".into()),
+                name: "web".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_change_of_content_or_of_the_last_applied_record_changes_the_fingerprint() {
+        let before = cached(&deployment(3, "7"));
+        assert_eq!(
+            before.content,
+            cached(&deployment(3, "8")).content,
+            "a new resourceVersion alone is no change"
+        );
+        assert_ne!(before.content, cached(&deployment(4, "8")).content);
+        let mut reapplied = deployment(3, "8");
+        reapplied["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] = json!("{\"big\":false}");
+        assert_ne!(before.content.fingerprint, cached(&reapplied).content.fingerprint);
+        let mut status = deployment(3, "9");
+        status["status"]["readyReplicas"] = json!(3);
+        assert_eq!(before.content, cached(&status).content, "status is not content");
     }
 }

@@ -30,7 +30,7 @@ use flotilla_proto::v1::{BindingRef, ScheduleRequest};
 use flotilla_rpc::{Readiness, RetryPolicy, TracedChannel};
 use flotilla_runtime::cache::{self, Cache, CacheWriter, Update};
 use flotilla_runtime::queue::{DEFAULT_BASE_BACKOFF, DEFAULT_MAX_BACKOFF, WorkQueue, backoff};
-use flotilla_runtime::watch::{Change, run as watch, run_trimmed as watch_trimmed};
+use flotilla_runtime::watch::{Change, run as watch};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
@@ -44,12 +44,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
-use crate::api::{
-    ApiError, BindingApi, binding_ref, get_template, patch_params, patch_template, template_json,
-};
+use crate::api::{ApiError, BindingApi, binding_ref, get_template, patch_params, patch_template};
 use crate::binding::{BindingView, CachedBinding};
 use crate::claim::Claim;
-use crate::content::{Contents, TemplateContent};
+use crate::content::{CachedTemplate, TemplateContent};
 use crate::events::EventRecorder;
 use crate::keys::{Gvk, PolicyKey, PolicyKind, TemplateKey};
 use crate::matching::PolicyView;
@@ -101,7 +99,7 @@ pub enum ReconcileError {
 /// One watched template kind.
 struct KindWatch {
     resource: ApiResource,
-    store: Store<DynamicObject>,
+    cache: Cache<CachedTemplate>,
     synced: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
@@ -141,10 +139,6 @@ const STATUS_REFRESH_PERIOD: Duration = Duration::from_millis(500);
 /// the number of templates.
 const STATUS_REFRESH_COST_FACTOR: u32 = 20;
 
-/// kubectl's client-side apply record: as large as the template, never read by the detector
-/// (the content's fingerprint is taken before the cache drops it).
-const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
 /// State shared by the detector's tasks.
 pub struct Detector {
     client: Client,
@@ -173,9 +167,6 @@ pub struct Detector {
     /// How long the last count of a policy's templates took, in microseconds: status refreshes
     /// driven by template changes are spaced by [`STATUS_REFRESH_COST_FACTOR`] times it.
     counts_cost_micros: AtomicU64,
-    /// The content of every cached template (the caches hold metadata only; see
-    /// [`crate::content`]).
-    contents: Contents,
     templates: WorkQueue<TemplateKey>,
     policies: WorkQueue<PolicyKey>,
     status_dirty: Mutex<BTreeSet<PolicyKey>>,
@@ -236,7 +227,6 @@ impl Detector {
             fanned_out: Mutex::default(),
             policy_signatures: Mutex::default(),
             counts_cost_micros: AtomicU64::new(0),
-            contents: Contents::default(),
             templates: WorkQueue::default(),
             policies: WorkQueue::default(),
             status_dirty: Mutex::default(),
@@ -507,13 +497,13 @@ impl Detector {
                     .resource_selectors
                     .iter()
                     .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind);
-            for object in watch.store.state() {
+            for object in watch.cache.state() {
                 let in_scope = match view.key.kind {
                     OverridePolicyKind::OverridePolicy => object.metadata.namespace == view.key.namespace,
                     OverridePolicyKind::ClusterOverridePolicy => true,
                 };
                 if selects_kind && in_scope {
-                    self.template_changed(&gvk, &object);
+                    self.template_changed(&gvk, &object.metadata);
                 }
             }
         }
@@ -742,8 +732,8 @@ impl Detector {
         }
     }
 
-    fn template_changed(&self, gvk: &Gvk, object: &DynamicObject) {
-        self.templates.add(TemplateKey::of(gvk, &object.metadata));
+    fn template_changed(&self, gvk: &Gvk, metadata: &ObjectMeta) {
+        self.templates.add(TemplateKey::of(gvk, metadata));
     }
 
     // ------------------------------------------------------------------------------------------
@@ -819,7 +809,7 @@ impl Detector {
         for (gvk, watch) in self.read_kinds().iter() {
             if !kinds.contains(gvk)
                 && watch
-                    .store
+                    .cache
                     .state()
                     .iter()
                     .any(|o| Claim::read_metadata(&o.metadata).is_some())
@@ -840,7 +830,6 @@ impl Detector {
             for gvk in current.difference(&desired) {
                 tracing::info!(kind = %gvk, "no policy selects the kind any more; stopping its watch");
                 self.kinds.write().unwrap_or_else(|p| p.into_inner()).remove(gvk);
-                self.contents.retain(|key| key.gvk != *gvk);
             }
             retry.retain(|gvk, _| desired.contains(gvk));
             for gvk in desired.difference(&current) {
@@ -879,33 +868,20 @@ impl Detector {
     async fn start_kind(self: &Arc<Self>, gvk: &Gvk) -> Result<(), kube::Error> {
         let gvk_ref = GroupVersionKind::gvk(gvk.group(), gvk.version(), &gvk.kind);
         let (resource, _capabilities) = kube::discovery::pinned_kind(&self.client, &gvk_ref).await?;
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
+        let (cache, writer) = Cache::new();
         let synced = Arc::new(AtomicBool::new(false));
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let this = Arc::clone(self);
         let flag = Arc::clone(&synced);
         let kind = gvk.clone();
-        let trimmer = Arc::clone(self);
-        let trimmed_kind = gvk.clone();
-        // The cache keeps metadata only; the content the detector reads is kept beside it.
-        let trim = move |object: &mut DynamicObject| {
-            let key = TemplateKey::of(&trimmed_kind, &object.metadata);
-            trimmer
-                .contents
-                .insert(key.clone(), TemplateContent::of(&template_json(object, &key)));
-            object.data = Value::Object(Default::default());
-            if let Some(annotations) = object.metadata.annotations.as_mut() {
-                annotations.remove(LAST_APPLIED_ANNOTATION);
+        let converted_kind = gvk.clone();
+        // The cache keeps the metadata and what is read of the content (see crate::content).
+        let convert = move |object: DynamicObject| CachedTemplate::of(&converted_kind, object);
+        let task = tokio::spawn(cache::run(api, writer, convert, move |update| match update {
+            Update::Applied { new: template, .. } | Update::Deleted(template) => {
+                this.template_changed(&kind, &template.metadata);
             }
-        };
-        let task = tokio::spawn(watch_trimmed(api, writer, trim, move |event| match event {
-            Change::Applied(object) => this.template_changed(&kind, object),
-            Change::Deleted(object) => {
-                this.contents.remove(&TemplateKey::of(&kind, &object.metadata));
-                this.template_changed(&kind, object);
-            }
-            Change::Synced => {
+            Update::Synced => {
                 flag.store(true, Ordering::Release);
                 this.update_readiness();
             }
@@ -915,7 +891,7 @@ impl Detector {
             gvk.clone(),
             Arc::new(KindWatch {
                 resource,
-                store,
+                cache,
                 synced,
                 task,
             }),
@@ -945,24 +921,12 @@ impl Detector {
         }
     }
 
-    /// The template from the cache, as JSON, with its kind's API resource.
-    /// The cached template (metadata only), its kind's API resource, and its content when the
-    /// recorded one is of the cached resourceVersion.
-    fn cached_template(
-        &self,
-        key: &TemplateKey,
-    ) -> Option<(Value, ApiResource, Option<Arc<TemplateContent>>)> {
+    /// The cached template and its kind's API resource.
+    fn cached_template(&self, key: &TemplateKey) -> Option<(Arc<CachedTemplate>, ApiResource)> {
         let kinds = self.read_kinds();
         let watch = kinds.get(&key.gvk)?;
-        let mut reference = ObjectRef::new_with(&key.name, watch.resource.clone());
-        if let Some(ns) = &key.namespace {
-            reference = reference.within(ns);
-        }
-        let object = watch.store.get(&reference)?;
-        let content = self
-            .contents
-            .get(key, object.metadata.resource_version.as_deref());
-        Some((template_json(&object, key), watch.resource.clone(), content))
+        let template = watch.cache.get(key.namespace.as_deref(), &key.name)?;
+        Some((template, watch.resource.clone()))
     }
 
     /// The template's binding as cached.
@@ -1111,8 +1075,8 @@ impl Detector {
             .map(|(g, w)| (g.clone(), Arc::clone(w)))
             .collect();
         for (gvk, watch) in kinds {
-            for object in watch.store.state() {
-                self.template_changed(&gvk, &object);
+            for object in watch.cache.state() {
+                self.template_changed(&gvk, &object.metadata);
             }
         }
     }
@@ -1131,23 +1095,13 @@ impl Detector {
     // ------------------------------------------------------------------------------------------
 
     async fn reconcile_template(self: &Arc<Self>, key: &TemplateKey) -> Result<Outcome, ReconcileError> {
-        let Some((cached, resource, content)) = self.cached_template(key) else {
+        let Some((cached, resource)) = self.cached_template(key) else {
             // Deleted (the binding goes with it through its ownerReference) or no longer
             // watched.
             return Ok(Outcome::Ignored);
         };
-        // The cache holds metadata and the content beside it; when the two disagree (an event
-        // arrived between the reads) the template is read whole.
-        let (mut object, mut content) = match content {
-            Some(content) => (cached, content),
-            None => match get_template(&self.client, &resource, key).await? {
-                Some(fresh) => {
-                    let content = Arc::new(TemplateContent::of(&fresh));
-                    (fresh, content)
-                }
-                None => return Ok(Outcome::Ignored),
-            },
-        };
+        let mut object = cached.json(&key.gvk);
+        let mut content = cached.content.clone();
         let previous = Claim::read_object(&object);
         let policies = self.candidate_policies(&key.gvk, previous.as_ref());
         let traceparent = flotilla_telemetry::propagation::current_traceparent();
@@ -1170,7 +1124,7 @@ impl Detector {
             let Some(fresh) = get_template(&self.client, &resource, key).await? else {
                 return Ok(Outcome::Ignored);
             };
-            content = Arc::new(TemplateContent::of(&fresh));
+            content = TemplateContent::of(&fresh);
             object = fresh;
             binding = BindingApi::for_template(&self.client, key)
                 .get(&key.binding_name())
@@ -1477,7 +1431,7 @@ impl Detector {
                     .iter()
                     .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind)
             });
-            for object in watch.store.state() {
+            for object in watch.cache.state() {
                 let claimed_by_policy =
                     || Claim::read_metadata(&object.metadata).is_some_and(|c| c.policy_key() == *key);
                 let in_scope = match key.kind {
@@ -1485,7 +1439,7 @@ impl Detector {
                     PolicyKind::ClusterPropagationPolicy => true,
                 };
                 if (selected && in_scope) || claimed_by_policy() {
-                    self.template_changed(&gvk, &object);
+                    self.template_changed(&gvk, &object.metadata);
                 }
             }
         }
@@ -1513,7 +1467,7 @@ impl Detector {
         let generation = view.generation_ref();
         let mut counts = Counts::default();
         for (gvk, watch) in kinds {
-            for object in watch.store.state() {
+            for object in watch.cache.state() {
                 if !Claim::is_claimed_by(&object.metadata, &view.key, &view.uid) {
                     continue;
                 }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::binding::BindingView;
-use crate::content::TemplateContent;
+use crate::content::{CachedTemplate, TemplateContent};
 use crate::keys::{Gvk, PolicyKey, TemplateKey};
 use crate::lazy::{LazyAction, RefreshReason};
 use crate::matching::{ClaimChange, PolicyView};
@@ -170,12 +170,13 @@ impl World {
 
     fn plan(&self, policies: &[PolicyView]) -> TemplatePlan {
         let view = self.view();
-        // The detector's cache holds metadata only, with the content beside it: plan from
-        // exactly that, so a plan that read the content any other way would fail here.
+        // The detector's cache holds metadata and the content's digest: plan from exactly that,
+        // so a plan that read the content any other way would fail here.
+        let cached = CachedTemplate::of(&key().gvk, serde_json::from_value(self.template.clone()).unwrap());
         plan_template(&TemplateInput {
             key: &key(),
-            object: &crate::content::metadata_only(&self.template),
-            content: &TemplateContent::of(&self.template),
+            object: &cached.json(&key().gvk),
+            content: &cached.content,
             policies,
             binding: view.as_ref(),
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
