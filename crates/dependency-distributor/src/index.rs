@@ -27,7 +27,9 @@ pub enum Key {
 #[derive(Clone, Debug, Default)]
 struct Seen {
     propagate_deps: bool,
-    dependencies: BTreeSet<DependencyRef>,
+    /// Sorted, without duplicates. A slice, not a `BTreeSet`: a set's first node has room for
+    /// eleven entries (about 1.1 KiB for `DependencyRef`s) and most bindings have one or none.
+    dependencies: Box<[DependencyRef]>,
     resource: Option<DependencyRef>,
     has_required_by: bool,
     template_digest: u64,
@@ -39,7 +41,9 @@ struct Seen {
 #[derive(Debug, Default)]
 pub struct Index {
     bindings: HashMap<BindingKey, Seen>,
-    by_dependency: HashMap<DependencyRef, BTreeSet<BindingKey>>,
+    /// The bindings referencing each dependency, sorted, without duplicates (a vector for the
+    /// reason given at [`Seen::dependencies`]; most dependencies have one referencing binding).
+    by_dependency: HashMap<DependencyRef, Vec<BindingKey>>,
     attached: HashSet<DependencyRef>,
 }
 
@@ -104,11 +108,9 @@ impl Index {
             .as_ref()
             .is_none_or(|p| p.placement_digest != placement_digest);
         if placement_changed {
-            let old = previous
-                .as_ref()
-                .map(|p| p.dependencies.clone())
-                .unwrap_or_default();
-            keys.extend(old.union(&dependencies).cloned().map(Key::Dependency));
+            let old = previous.as_ref().map(|p| &p.dependencies[..]).unwrap_or_default();
+            let both: BTreeSet<&DependencyRef> = old.iter().chain(&dependencies).collect();
+            keys.extend(both.into_iter().cloned().map(Key::Dependency));
         }
         let attached_changed = previous
             .as_ref()
@@ -118,10 +120,10 @@ impl Index {
             self.unlink(&view.key, previous);
         }
         for dep in &dependencies {
-            self.by_dependency
-                .entry(dep.clone())
-                .or_default()
-                .insert(view.key.clone());
+            let referencing = self.by_dependency.entry(dep.clone()).or_default();
+            if let Err(at) = referencing.binary_search(&view.key) {
+                referencing.insert(at, view.key.clone());
+            }
         }
         let has_required_by = !view.required_by.is_empty();
         if let Some(resource) = &resource {
@@ -140,7 +142,7 @@ impl Index {
             view.key.clone(),
             Seen {
                 propagate_deps: view.propagate_deps,
-                dependencies,
+                dependencies: dependencies.into_iter().collect(),
                 resource,
                 has_required_by,
                 template_digest,
@@ -178,9 +180,11 @@ impl Index {
 
     fn unlink(&mut self, key: &BindingKey, previous: &Seen) {
         for dep in &previous.dependencies {
-            if let Some(set) = self.by_dependency.get_mut(dep) {
-                set.remove(key);
-                if set.is_empty() {
+            if let Some(referencing) = self.by_dependency.get_mut(dep) {
+                if let Ok(at) = referencing.binary_search(key) {
+                    referencing.remove(at);
+                }
+                if referencing.is_empty() {
                     self.by_dependency.remove(dep);
                 }
             }
@@ -194,10 +198,7 @@ impl Index {
 
     /// The bindings whose recorded dependencies include `dep`.
     pub fn referencing(&self, dep: &DependencyRef) -> Vec<BindingKey> {
-        self.by_dependency
-            .get(dep)
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default()
+        self.by_dependency.get(dep).cloned().unwrap_or_default()
     }
 
     /// Whether some binding's recorded dependencies include `dep`.
