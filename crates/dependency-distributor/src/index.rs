@@ -412,6 +412,50 @@ mod tests {
     }
 
     #[test]
+    fn a_dependency_shared_by_several_bindings_lists_them_sorted_until_the_last_goes() {
+        let mut index = Index::new();
+        // Applied out of order; "web" names its dependency twice (a hand-written annotation).
+        index.applied(&workload("web", &["m1"], &[cm("a"), cm("a")]));
+        index.applied(&workload("api", &["m1"], &[cm("a"), cm("b")]));
+        index.applied(&workload("db", &["m1"], &[cm("a")]));
+        let key = |name: &str| BindingKey::namespaced("default", name);
+        assert_eq!(
+            index.referencing(&cm("a")),
+            vec![key("api"), key("db"), key("web")]
+        );
+        assert_eq!(index.referencing(&cm("b")), vec![key("api")]);
+        // The same binding applied again is listed once.
+        let mut web_again = workload("web", &["m2"], &[cm("a")]);
+        assert_eq!(
+            index.applied(&web_again),
+            vec![Key::Binding(key("web")), Key::Dependency(cm("a"))]
+        );
+        assert_eq!(
+            index.referencing(&cm("a")),
+            vec![key("api"), key("db"), key("web")]
+        );
+        // A binding that drops the dependency leaves the others.
+        web_again.dependencies = vec![cm("b")];
+        web_again.dependencies_annotation = Some(crate::binding::dependencies_annotation(&[cm("b")]));
+        assert_eq!(
+            index.applied(&web_again),
+            vec![
+                Key::Binding(key("web")),
+                Key::Dependency(cm("a")),
+                Key::Dependency(cm("b"))
+            ]
+        );
+        assert_eq!(index.referencing(&cm("a")), vec![key("api"), key("db")]);
+        assert_eq!(index.referencing(&cm("b")), vec![key("api"), key("web")]);
+        index.deleted(&key("api"));
+        index.deleted(&key("db"));
+        assert!(!index.is_referenced(&cm("a")));
+        assert_eq!(index.referencing(&cm("a")), vec![]);
+        assert_eq!(index.referencing(&cm("b")), vec![key("web")]);
+        assert_eq!(index.all_dependencies(), vec![cm("b")]);
+    }
+
+    #[test]
     fn resync_lists() {
         let mut index = Index::new();
         index.applied(&workload("web", &["m1"], &[cm("a")]));

@@ -13,7 +13,7 @@
 //! | [`matching`] | selector matching, priorities, preemption, the claim decision (Karmada semantics, with source locations) |
 //! | [`claim`] | claim labels and annotations |
 //! | [`fingerprint`] | the template fingerprint ("the template changed"), re-exported from `flotilla-api` |
-//! | [`content`] | what the detector reads of a template's content (fingerprint, replicas), kept beside the metadata-only template caches |
+//! | [`content`] | a template as the watch cache holds it: metadata, and what is read of its content (fingerprint, replicas) |
 //! | [`binding`] | the binding's desired spec and the merge patches of the detector's own fields |
 //! | [`lazy`] | the lazy activation decision |
 //! | [`overrides`] | which override policy generations are in effect for a binding (`flotilla.io/overrides`), override policy status |
