@@ -1472,7 +1472,7 @@ impl Detector {
                     continue;
                 }
                 counts.bound += 1;
-                let key = TemplateKey::of(&gvk, &object.metadata);
+                let key = object.key(&gvk);
                 if self
                     .cached_binding_annotation(&key, POLICY_GENERATION_ANNOTATION)
                     .as_deref()
