@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 use crate::binding::BindingView;
-use crate::keys::TemplateKey;
+use crate::keys::{Gvk, TemplateKey};
 
 /// Errors of the detector's API calls; each names the object.
 #[derive(Debug, thiserror::Error)]
@@ -201,11 +201,11 @@ pub fn template_api(client: &Client, resource: &ApiResource, key: &TemplateKey) 
 }
 
 /// A template as JSON with `apiVersion` and `kind` set (list and watch items may lack them).
-pub fn template_json(object: &DynamicObject, key: &TemplateKey) -> Value {
+pub fn template_json(object: &DynamicObject, gvk: &Gvk) -> Value {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), Value::String(key.gvk.api_version.clone()));
-        map.insert("kind".into(), Value::String(key.gvk.kind.clone()));
+        map.insert("apiVersion".into(), Value::String(gvk.api_version.clone()));
+        map.insert("kind".into(), Value::String(gvk.kind.clone()));
     }
     value
 }
@@ -224,7 +224,7 @@ pub async fn get_template(
             object: key.to_string(),
             source,
         })?;
-    Ok(object.map(|o| template_json(&o, key)))
+    Ok(object.map(|o| template_json(&o, &key.gvk)))
 }
 
 /// Merge-patches a template; `Ok(false)` when it no longer exists.

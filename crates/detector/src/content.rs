@@ -55,8 +55,7 @@ impl CachedTemplate {
     pub fn of(gvk: &Gvk, mut object: DynamicObject) -> Self {
         // The fingerprint leaves managedFields out; serialising them would be wasted work.
         object.metadata.managed_fields = None;
-        let key = TemplateKey::of(gvk, &object.metadata);
-        let content = TemplateContent::of(&crate::api::template_json(&object, &key));
+        let content = TemplateContent::of(&crate::api::template_json(&object, gvk));
         if let Some(annotations) = object.metadata.annotations.as_mut() {
             annotations.remove(LAST_APPLIED_ANNOTATION);
         }
