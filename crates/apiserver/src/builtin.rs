@@ -1,7 +1,10 @@
 //! Built-in kinds: the served table, decoding through the k8s-openapi types (which is what
-//! rejects a malformed object with the offending field), kube-apiserver's defaults and the
-//! semantic checks clients commonly hit.
+//! rejects a malformed object with the offending field), kube-apiserver's defaults, the
+//! semantic checks clients commonly hit, and the conversions kube-apiserver makes on the way to
+//! storage (events.k8s.io Events, a Secret's write-only `stringData`).
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -791,6 +794,35 @@ pub fn event_core_to_v1(mut obj: Value) -> Value {
     obj
 }
 
+/// Folds a decoded Secret's write-only `stringData` into `data`, as kube-apiserver's v1 to
+/// internal conversion does on every write: each entry is stored base64-encoded (standard
+/// alphabet, padded) under its key and wins over the same key in `data`; `stringData` itself
+/// (empty or not) is never stored nor served. Decoding has already rejected non-string values
+/// with a 400, as kube-apiserver's decoder does, so only strings reach this.
+pub fn fold_secret_string_data(obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = map.remove("stringData") else {
+        return;
+    };
+    if strings.is_empty() {
+        return;
+    }
+    let data = map.entry("data").or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    let Some(data) = data.as_object_mut() else {
+        return;
+    };
+    for (key, value) in strings {
+        if let Value::String(text) = value {
+            data.insert(key, Value::String(BASE64.encode(text)));
+        }
+    }
+}
+
 fn rename(map: &mut Map<String, Value>, from: &str, to: &str) {
     if let Some(v) = map.remove(from) {
         map.insert(to.into(), v);
@@ -1168,6 +1200,108 @@ mod tests {
         assert_eq!(core["message"], "hello");
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(event_core_to_v1(core), v1);
+    }
+
+    fn secret(extra: Value) -> Value {
+        let mut obj = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+        if let (Some(obj), Some(extra)) = (obj.as_object_mut(), extra.as_object()) {
+            obj.extend(extra.clone());
+        }
+        obj
+    }
+
+    #[test]
+    fn string_data_alone_becomes_base64_data() {
+        let mut obj = secret(json!({"stringData": {"token": "s3cret", "pad": "ab"}}));
+        fold_secret_string_data(&mut obj);
+        assert_eq!(obj, secret(json!({"data": {"token": "czNjcmV0", "pad": "YWI="}})));
+    }
+
+    #[test]
+    fn a_string_data_key_overrides_the_same_data_key_and_keeps_the_others() {
+        let mut obj = secret(json!({
+            "type": "Opaque",
+            "data": {"token": "b2xk", "kept": "a2VwdA=="},
+            "stringData": {"token": "new", "added": "x"},
+        }));
+        fold_secret_string_data(&mut obj);
+        assert_eq!(
+            obj,
+            secret(json!({
+                "type": "Opaque",
+                "data": {"token": "bmV3", "kept": "a2VwdA==", "added": "eA=="},
+            }))
+        );
+    }
+
+    #[test]
+    fn empty_or_null_string_data_is_removed_without_creating_data() {
+        for string_data in [json!({}), Value::Null] {
+            let mut obj = secret(json!({"stringData": string_data}));
+            fold_secret_string_data(&mut obj);
+            assert_eq!(obj, secret(json!({})));
+            let mut obj = secret(json!({"data": {"k": "dg=="}, "stringData": string_data}));
+            fold_secret_string_data(&mut obj);
+            assert_eq!(obj, secret(json!({"data": {"k": "dg=="}})));
+        }
+        // Nothing to fold leaves the object as it is.
+        let mut obj = secret(json!({"data": {"k": "dg=="}}));
+        fold_secret_string_data(&mut obj);
+        assert_eq!(obj, secret(json!({"data": {"k": "dg=="}})));
+    }
+
+    #[test]
+    fn utf8_string_data_is_standard_padded_base64_of_its_bytes() {
+        // '/' and '+' belong to the standard alphabet (the URL-safe one has '_' and '-').
+        let mut obj = secret(json!({"stringData": {
+            "accents": "héllo wörld ✓",
+            "slash": "ÿ?>",
+            "wide": "Grüße, 世界 🚀",
+            "empty": "",
+        }}));
+        fold_secret_string_data(&mut obj);
+        assert_eq!(
+            obj["data"],
+            json!({
+                "accents": "aMOpbGxvIHfDtnJsZCDinJM=",
+                "slash": "w78/Pg==",
+                "wide": "R3LDvMOfZSwg5LiW55WMIPCfmoA=",
+                "empty": "",
+            })
+        );
+        // What is stored decodes as a Secret and gives back the exact bytes written.
+        let decoded: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(BuiltinKind::Secret.decode(&obj).unwrap()).unwrap();
+        let data = decoded.data.unwrap();
+        assert_eq!(data["wide"].0, "Grüße, 世界 🚀".as_bytes());
+        assert_eq!(data["slash"].0, "ÿ?>".as_bytes());
+        assert!(decoded.string_data.is_none());
+    }
+
+    #[test]
+    fn a_non_string_string_data_value_is_a_decode_error_naming_the_field() {
+        // kube-apiserver's decoder rejects it too (400 BadRequest) before any conversion.
+        for value in [json!(42), json!(true), json!({"nested": "x"}), json!(["x"])] {
+            let err = BuiltinKind::Secret
+                .decode(&secret(json!({"stringData": {"token": value}})))
+                .unwrap_err();
+            assert_eq!(err.field, "stringData.token", "{value}");
+        }
+    }
+
+    #[test]
+    fn a_bad_string_data_key_is_named_in_string_data() {
+        let causes = BuiltinKind::Secret.validate(&secret(json!({
+            "data": {"ok": "dg=="},
+            "stringData": {"bad key": "v"},
+        })));
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "stringData[bad key]");
+        assert!(
+            causes[0]
+                .message
+                .contains("a valid config key must consist of alphanumeric characters")
+        );
     }
 
     #[test]

@@ -1182,8 +1182,8 @@ impl Api {
         }
     }
 
-    /// Decoding, defaulting, metadata and semantic validation, admission. Returns the object
-    /// to store (no resourceVersion).
+    /// Decoding, defaulting, metadata and semantic validation, conversion to the stored form,
+    /// admission. Returns the object to store (no resourceVersion).
     fn prepare(
         &self,
         def: &ResourceDef,
@@ -1215,6 +1215,11 @@ impl Api {
                 }
                 kind.apply_defaults(&mut obj);
                 causes.extend(kind.validate(&obj));
+                if *kind == BuiltinKind::Secret {
+                    // After validation, so a bad key there is still named `stringData[key]`.
+                    // Every write verb (create, update, patches, server-side apply) ends here.
+                    builtin::fold_secret_string_data(&mut obj);
+                }
                 if *kind == BuiltinKind::CustomResourceDefinition {
                     causes.extend(crate::crd::validate(&obj));
                     crate::crd::set_status(&mut obj, old);

@@ -478,6 +478,35 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_with_string_data_decodes_to_the_json_kube_apiserver_would_get() {
+        // metadata{name: "s"}, data{token: "old"}, stringData{token: "new", extra: "ü"}: the
+        // JSON path then folds stringData into data, exactly as for a JSON body.
+        let mut meta = Vec::new();
+        field_bytes(&mut meta, 1, b"s");
+        let map_entry = |key: &[u8], value: &[u8]| {
+            let mut entry = Vec::new();
+            field_bytes(&mut entry, 1, key);
+            field_bytes(&mut entry, 2, value);
+            entry
+        };
+        let mut secret = Vec::new();
+        field_bytes(&mut secret, 1, &meta);
+        field_bytes(&mut secret, 2, &map_entry(b"token", b"old"));
+        field_bytes(&mut secret, 4, &map_entry(b"token", b"new"));
+        field_bytes(&mut secret, 4, &map_entry(b"extra", "ü".as_bytes()));
+        let mut obj = decode(&envelope("v1", "Secret", &secret)).unwrap();
+        assert_eq!(
+            obj,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                   "data": {"token": "b2xk"}, "stringData": {"token": "new", "extra": "ü"}})
+        );
+        obj = crate::builtin::BuiltinKind::Secret.decode(&obj).unwrap();
+        crate::builtin::fold_secret_string_data(&mut obj);
+        assert_eq!(obj["data"], json!({"token": "bmV3", "extra": "w7w="}));
+        assert!(obj.get("stringData").is_none());
+    }
+
+    #[test]
     fn pointer_zeros_survive_and_omitempty_zeros_do_not() {
         // DeploymentSpec: replicas (pointer) = 0, minReadySeconds (omitempty) = 0, paused = false.
         let mut spec = Vec::new();
