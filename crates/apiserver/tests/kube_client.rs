@@ -924,3 +924,202 @@ async fn metadata_only_list_and_watch() {
         .unwrap();
     }
 }
+
+// ----- Secret stringData --------------------------------------------------------------------
+
+/// A Secret as the server serves it, raw (so a `stringData` it should not hold would show).
+async fn served_secret(client: &kube::Client, ns: &str, name: &str) -> Value {
+    let req = http::Request::get(format!("/api/v1/namespaces/{ns}/secrets/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    client.request(req).await.unwrap()
+}
+
+/// The fields `manager` owns on a served object.
+fn owned_by_manager<'a>(obj: &'a Value, manager: &str) -> &'a Value {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["manager"] == manager)
+        .map(|m| &m["fieldsV1"])
+        .unwrap_or_else(|| panic!("no managedFields entry for {manager}: {obj}"))
+}
+
+/// A protobuf length-delimited field (`field_number << 3 | 2`, length, bytes).
+fn protobuf_field(out: &mut Vec<u8>, number: u8, bytes: &[u8]) {
+    out.push(number << 3 | 2);
+    let mut len = bytes.len();
+    while len >= 0x80 {
+        out.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(bytes);
+}
+
+/// kube-apiserver's protobuf envelope (`k8s\0` + runtime.Unknown) around a v1 Secret named
+/// `name` whose stringData holds `entries`.
+fn protobuf_secret(name: &str, entries: &[(&str, &str)]) -> Vec<u8> {
+    let mut meta = Vec::new();
+    protobuf_field(&mut meta, 1, name.as_bytes());
+    let mut secret = Vec::new();
+    protobuf_field(&mut secret, 1, &meta);
+    for (key, value) in entries {
+        let mut entry = Vec::new();
+        protobuf_field(&mut entry, 1, key.as_bytes());
+        protobuf_field(&mut entry, 2, value.as_bytes());
+        protobuf_field(&mut secret, 4, &entry);
+    }
+    let mut type_meta = Vec::new();
+    protobuf_field(&mut type_meta, 1, b"v1");
+    protobuf_field(&mut type_meta, 2, b"Secret");
+    let mut body = b"k8s\0".to_vec();
+    protobuf_field(&mut body, 1, &type_meta);
+    protobuf_field(&mut body, 2, &secret);
+    body
+}
+
+/// kube-apiserver folds a Secret's write-only `stringData` into `data` (base64, a stringData
+/// key winning over the same data key) on every write verb and never stores nor serves it.
+#[tokio::test]
+async fn secret_string_data_is_folded_into_data_on_every_write() {
+    use k8s_openapi::api::core::v1::Secret;
+
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "stringdata").await;
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+
+    // POST: the answer and what is stored hold data only; the creator owns data.token, as
+    // kube-apiserver records fields after conversion.
+    let created = api
+        .create(
+            &PostParams {
+                field_manager: Some("creator".into()),
+                ..PostParams::default()
+            },
+            &serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"token": "s3cret"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(created.string_data.is_none());
+    assert_eq!(created.data.unwrap()["token"].0, b"s3cret");
+    let got = served_secret(&client, &ns, "s").await;
+    assert_eq!(got["data"], json!({"token": "czNjcmV0"}));
+    assert_eq!(got["type"], "Opaque");
+    assert!(got.get("stringData").is_none(), "{got}");
+    assert_eq!(
+        owned_by_manager(&got, "creator")["f:data"],
+        json!({".": {}, "f:token": {}})
+    );
+
+    // Server-side apply with stringData only creates the same Secret; applying it again is a
+    // no-op that keeps the resourceVersion.
+    let config = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "applied"},
+                        "stringData": {"token": "s3cret"}});
+    let ssa = PatchParams::apply("applier");
+    let first = api.patch("applied", &ssa, &Patch::Apply(&config)).await.unwrap();
+    assert!(first.string_data.is_none());
+    let got = served_secret(&client, &ns, "applied").await;
+    assert_eq!(got["data"], json!({"token": "czNjcmV0"}));
+    assert!(got.get("stringData").is_none(), "{got}");
+    let again = api.patch("applied", &ssa, &Patch::Apply(&config)).await.unwrap();
+    assert_eq!(again.metadata.resource_version, first.metadata.resource_version);
+
+    // Patches: merge adds a key, strategic overrides one, JSON patch adds the (absent)
+    // stringData field; every other key of data is kept each time.
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"stringData": {"added": "ü"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        served_secret(&client, &ns, "s").await["data"],
+        json!({"token": "czNjcmV0", "added": "w7w="})
+    );
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"data": {"raw": "cmF3"}, "stringData": {"token": "new"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        served_secret(&client, &ns, "s").await["data"],
+        json!({"token": "bmV3", "added": "w7w=", "raw": "cmF3"})
+    );
+    let req = http::Request::patch(format!("/api/v1/namespaces/{ns}/secrets/s"))
+        .header("Content-Type", "application/json-patch+json")
+        .body(
+            serde_json::to_vec(&json!([
+                {"op": "add", "path": "/stringData", "value": {"json": "j"}}
+            ]))
+            .unwrap(),
+        )
+        .unwrap();
+    let answer: Value = client.request(req).await.unwrap();
+    assert!(answer.get("stringData").is_none(), "{answer}");
+    let got = served_secret(&client, &ns, "s").await;
+    assert_eq!(
+        got["data"],
+        json!({"token": "bmV3", "added": "w7w=", "raw": "cmF3", "json": "ag=="})
+    );
+    assert!(got.get("stringData").is_none(), "{got}");
+
+    // PUT: data and stringData side by side, stringData winning on the shared key.
+    let mut replaced: Secret = serde_json::from_value(got).unwrap();
+    replaced.string_data = Some([("raw".to_owned(), "put".to_owned())].into());
+    api.replace("s", &PostParams::default(), &replaced).await.unwrap();
+    let got = served_secret(&client, &ns, "s").await;
+    assert_eq!(
+        got["data"],
+        json!({"token": "bmV3", "added": "w7w=", "raw": "cHV0", "json": "ag=="})
+    );
+    assert!(got.get("stringData").is_none(), "{got}");
+
+    // A protobuf body (what typed clients such as kubectl's send) takes the same path.
+    let req = http::Request::post(format!("/api/v1/namespaces/{ns}/secrets"))
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .body(protobuf_secret("proto", &[("token", "s3cret")]))
+        .unwrap();
+    let answer: Value = client.request(req).await.unwrap();
+    assert_eq!(answer["data"], json!({"token": "czNjcmV0"}));
+    let got = served_secret(&client, &ns, "proto").await;
+    assert_eq!(got["data"], json!({"token": "czNjcmV0"}));
+    assert!(got.get("stringData").is_none(), "{got}");
+
+    // Bad input: a key that is not a config key is named in stringData (422), a non-string
+    // value is a 400 naming the field, and neither changes anything.
+    let before = served_secret(&client, &ns, "s").await;
+    let (code, reason, message) = api_error(
+        api.patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"bad key": "v"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    assert!(message.contains("stringData[bad key]"), "{message}");
+    let req = http::Request::post(format!("/api/v1/namespaces/{ns}/secrets"))
+        .header("Content-Type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "number"}, "stringData": {"token": 42}}))
+            .unwrap(),
+        )
+        .unwrap();
+    let (code, reason, message) = api_error(client.request::<Value>(req).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (400, "BadRequest"));
+    assert!(
+        message.starts_with("Secret in version \"v1\" cannot be handled as a Secret: stringData.token:"),
+        "{message}"
+    );
+    assert_eq!(served_secret(&client, &ns, "s").await, before);
+    assert!(api.get_opt("number").await.unwrap().is_none());
+}
