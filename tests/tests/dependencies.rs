@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use flotilla_api::policy::ConflictResolution;
 use flotilla_api::well_known::DEPENDENCIES_ANNOTATION;
-use flotilla_api::{ClusterResourceBinding, ResourceBinding};
+use flotilla_api::{ClusterResourceBinding, ResourceBinding, Work};
 use flotilla_e2e::fixtures::{self, TIMEOUT};
 use flotilla_e2e::wait::{eventually, stays, wait_until};
 use flotilla_e2e::{Env, EnvOptions, Service};
@@ -260,6 +260,29 @@ async fn story_1_configmap_and_secret_created_after_the_deployment() {
     apply(&cp, secret("default", "my-secret")).await;
     wait_core(&members, "ConfigMap", "my-config", &[1, 2]).await;
     wait_core(&members, "Secret", "my-secret", &[1, 2]).await;
+    // What is propagated (the Works' manifests) and what the members hold is what a real
+    // cluster would hold: the control plane folded the applied stringData into data (base64
+    // of "s3cret") and keeps no stringData.
+    for (i, member) in [&members[0], &members[1]].into_iter().enumerate() {
+        let works: Api<Work> = Api::namespaced(cp.clone(), &format!("karmada-es-member{}", i + 1));
+        let manifests: Vec<Value> = works
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .flat_map(|w| w.spec.workload.manifests)
+            .filter(|m| m["kind"] == "Secret" && m["metadata"]["name"] == "my-secret")
+            .collect();
+        assert_eq!(manifests.len(), 1, "member{}: {manifests:?}", i + 1);
+        assert_eq!(manifests[0]["data"], json!({"token": "czNjcmV0"}));
+        assert!(manifests[0].get("stringData").is_none(), "{}", manifests[0]);
+        let secret = fixtures::get(member, "v1", "Secret", Some("default"), "my-secret")
+            .await
+            .unwrap();
+        assert_eq!(secret.data["data"], json!({"token": "czNjcmV0"}));
+        assert!(secret.data.get("stringData").is_none(), "{:?}", secret.data);
+    }
     let want: &[(&str, &[&str])] = &[("default/myapp-deployment", &["member1", "member2"])];
     let attached = wait_required_by(&cp, "default", "my-config-configmap", want).await;
     wait_required_by(&cp, "default", "my-secret-secret", want).await;
