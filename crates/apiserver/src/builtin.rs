@@ -809,11 +809,10 @@ pub fn fold_secret_string_data(obj: &mut Value) {
     if strings.is_empty() {
         return;
     }
-    let data = map.entry("data").or_insert_with(|| Value::Object(Map::new()));
-    if !data.is_object() {
-        *data = Value::Object(Map::new());
+    if !map.get("data").is_some_and(Value::is_object) {
+        map.insert("data".into(), Value::Object(Map::new()));
     }
-    let Some(data) = data.as_object_mut() else {
+    let Some(Value::Object(data)) = map.get_mut("data") else {
         return;
     };
     for (key, value) in strings {
