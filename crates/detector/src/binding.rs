@@ -133,20 +133,76 @@ impl BindingView {
     }
 }
 
-/// A binding as the detector's watch cache holds it (ADR 0016): what the planner reads of it
-/// (identity, labels, annotations, owner references, the spec, the conditions) and its
-/// [`watch_signature`], which the watch compares with the replaced value's to decide whether
-/// the template needs its planner again. [`CachedBinding::view`] is the planner's view of it.
+/// A binding as the detector's watch cache holds it (ADR 0016, ADR 0018): the template it is
+/// for, whether a lazy policy change is pending on it and its [`watch_signature`], which the
+/// watch compares with the replaced value's to decide whether the template needs its planner
+/// again; everything else the planner reads (identity, labels, annotations, owner references,
+/// the spec, the conditions) is kept as the JSON it came in, and [`CachedBinding::view`]
+/// decodes it when the template is planned.
 ///
-/// The metadata stays typed: the view's JSON form costs a map node per object level (about
-/// 0.6 KiB each), so it is built per lookup, not kept.
+/// Typed, those parts took about 3.5 KiB per binding (the inline `ResourceBindingSpec` and
+/// `ObjectMeta` are mostly empty options; every string, map node and vector is an allocation of
+/// its own); as JSON they take the length of the text. A binding is planned a few times in its
+/// life and its event is read many more, so the decoding is paid where it is rare.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
-    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    spec: ResourceBindingSpec,
-    conditions: Vec<Condition>,
+    resource: ObjectReference,
+    lazy_pending: bool,
+    body: Box<str>,
     /// [`watch_signature`] of the binding.
     pub signature: u64,
+}
+
+/// The parts of a binding a [`CachedBinding`] keeps as JSON, as written.
+#[derive(serde::Serialize)]
+struct StoredRef<'a> {
+    metadata: StoredMetaRef<'a>,
+    spec: &'a ResourceBindingSpec,
+    #[serde(skip_serializing_if = "<[Condition]>::is_empty")]
+    conditions: &'a [Condition],
+}
+
+/// Of a binding's metadata, what the planner reads.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredMetaRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: &'a Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: &'a Option<std::collections::BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: &'a Option<std::collections::BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_references: &'a Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+}
+
+/// [`StoredRef`] read back.
+#[derive(serde::Deserialize)]
+struct Stored {
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: ResourceBindingSpec,
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+/// Of [`StoredRef`], only the annotations (the rest of the text is skipped, not built).
+#[derive(serde::Deserialize)]
+struct StoredAnnotations {
+    metadata: StoredAnnotationsMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredAnnotationsMeta {
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl CachedBinding {
@@ -168,56 +224,70 @@ impl CachedBinding {
         )
     }
 
-    /// Copied, not moved out of the binding: a binding as the watch delivers it is mostly what
-    /// is not kept (managedFields, execution's aggregated status), and the copy's allocations
-    /// are made together instead of staying scattered among the freed ones.
     fn new(
         metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
         spec: &ResourceBindingSpec,
         conditions: Option<&[Condition]>,
     ) -> Self {
         let conditions = conditions.unwrap_or_default();
-        Self {
-            signature: watch_signature(metadata, spec, conditions),
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                name: metadata.name.clone(),
-                namespace: metadata.namespace.clone(),
-                uid: metadata.uid.clone(),
-                resource_version: metadata.resource_version.clone(),
-                generation: metadata.generation,
-                labels: metadata.labels.clone(),
-                annotations: metadata.annotations.clone(),
-                owner_references: metadata.owner_references.clone(),
-                ..Default::default()
+        let stored = StoredRef {
+            metadata: StoredMetaRef {
+                name: &metadata.name,
+                namespace: &metadata.namespace,
+                uid: &metadata.uid,
+                resource_version: &metadata.resource_version,
+                generation: &metadata.generation,
+                labels: &metadata.labels,
+                annotations: &metadata.annotations,
+                owner_references: &metadata.owner_references,
             },
-            spec: spec.clone(),
-            conditions: conditions.to_vec(),
+            spec,
+            conditions,
+        };
+        // The API types serialize infallibly (string keys, no non-finite floats).
+        let body = serde_json::to_string(&stored).expect("a binding serializes as JSON");
+        Self {
+            resource: spec.resource.clone(),
+            lazy_pending: is_lazy_pending(conditions),
+            body: body.into_boxed_str(),
+            signature: watch_signature(metadata, spec, conditions),
         }
     }
 
     /// The planner's view of the binding.
     pub fn view(&self) -> BindingView {
-        BindingView::new(&self.metadata, self.spec.clone(), self.conditions.clone())
+        let Stored {
+            metadata,
+            spec,
+            conditions,
+        } = serde_json::from_str(&self.body).expect("a cached binding reads back as it was written");
+        BindingView::new(&metadata, spec, conditions)
     }
 
     /// The template the binding is for.
     pub fn resource(&self) -> &ObjectReference {
-        &self.spec.resource
+        &self.resource
     }
 
     /// One annotation's value.
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        let stored: StoredAnnotations =
+            serde_json::from_str(&self.body).expect("a cached binding reads back as it was written");
+        stored.metadata.annotations.get(key).cloned()
     }
 
-    /// The binding's conditions.
-    pub fn conditions(&self) -> &[Condition] {
-        &self.conditions
+    /// Whether the binding's `PolicyActivated` condition says a lazy policy change is pending.
+    pub fn lazy_pending(&self) -> bool {
+        self.lazy_pending
     }
+}
+
+/// Whether `conditions` say a lazy policy change waits for the template to change.
+fn is_lazy_pending(conditions: &[Condition]) -> bool {
+    flotilla_api::conditions::find(conditions, flotilla_api::well_known::conditions::POLICY_ACTIVATED)
+        .is_some_and(|c| {
+            c.status == "False" && c.reason == flotilla_api::well_known::reasons::LAZY_ACTIVATION_PENDING
+        })
 }
 
 /// What of a binding the detector's decisions read, hashed: uid, whether it is being deleted,
@@ -1022,9 +1092,13 @@ mod tests {
         for gone in ["managedFields", "finalizers", "creationTimestamp"] {
             assert_eq!(view.object["metadata"].get(gone), None, "{gone}");
         }
-        assert_eq!(cached.annotation("flotilla.io/template-fingerprint"), Some("abc"));
+        assert_eq!(
+            cached.annotation("flotilla.io/template-fingerprint").as_deref(),
+            Some("abc")
+        );
+        assert_eq!(cached.annotation("flotilla.io/absent"), None);
         assert_eq!(cached.resource(), &rb.spec.resource);
-        assert_eq!(cached.conditions(), whole.conditions.as_slice());
+        assert!(!cached.lazy_pending());
         assert_eq!(
             cached.signature,
             watch_signature(&rb.metadata, &rb.spec, &whole.conditions)
@@ -1033,5 +1107,28 @@ mod tests {
         let crb = ClusterResourceBinding::new("ns-namespace", rb.spec.clone().into());
         let cached = CachedBinding::of_cluster_resource_binding(&crb);
         assert_eq!(cached.view(), BindingView::from_cluster_resource_binding(&crb));
+    }
+
+    #[test]
+    fn a_cached_binding_knows_whether_a_lazy_change_is_pending() {
+        let binding = |status: &str, reason: &str| -> ResourceBinding {
+            serde_json::from_value(json!({
+                "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": "web-deployment", "namespace": "default"},
+                "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+                "status": {"conditions": [{"type": "PolicyActivated", "status": status, "reason": reason,
+                    "message": "", "lastTransitionTime": "2026-11-25T10:00:00Z"}]},
+            }))
+            .unwrap()
+        };
+        let pending = flotilla_api::well_known::reasons::LAZY_ACTIVATION_PENDING;
+        assert!(CachedBinding::of_resource_binding(&binding("False", pending)).lazy_pending());
+        assert!(!CachedBinding::of_resource_binding(&binding("True", pending)).lazy_pending());
+        assert!(!CachedBinding::of_resource_binding(&binding("False", "InvalidPolicy")).lazy_pending());
+        let mut none = binding("False", pending);
+        none.status = None;
+        let cached = CachedBinding::of_resource_binding(&none);
+        assert!(!cached.lazy_pending());
+        assert!(cached.view().conditions.is_empty());
     }
 }

@@ -22,7 +22,7 @@ use flotilla_api::policy::{ClusterPropagationPolicy, PolicyStatus, PropagationPo
 use flotilla_api::well_known::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
     POLICY_GENERATION_ANNOTATION, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-    conditions::POLICY_ACTIVATED, reasons,
+    reasons,
 };
 use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
@@ -940,8 +940,7 @@ impl Detector {
 
     /// One annotation of the template's cached binding.
     fn cached_binding_annotation(&self, key: &TemplateKey, annotation: &str) -> Option<String> {
-        self.cached(key)
-            .and_then(|b| b.annotation(annotation).map(str::to_owned))
+        self.cached(key).and_then(|b| b.annotation(annotation))
     }
 
     fn cached_binding(&self, key: &TemplateKey) -> Option<BindingView> {
@@ -1043,7 +1042,7 @@ impl Detector {
                 let pending = [&self.resource_bindings, &self.cluster_resource_bindings]
                     .into_iter()
                     .flat_map(Cache::state)
-                    .filter(|b| is_lazy_pending(Some(b.conditions())))
+                    .filter(|b| b.lazy_pending())
                     .count();
                 metrics().pending_lazy(pending);
             }
@@ -1722,12 +1721,6 @@ pub fn needs_confirmation(plan: &TemplatePlan) -> bool {
     // A change of the override policies in effect too: a binding cache that lags behind the
     // detector's own last write would otherwise bring back what that write replaced.
     plan.binding.changes_spec() || plan.overrides_changed
-}
-
-fn is_lazy_pending(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>) -> bool {
-    conditions
-        .and_then(|c| flotilla_api::conditions::find(c, POLICY_ACTIVATED))
-        .is_some_and(|c| c.status == "False" && c.reason == reasons::LAZY_ACTIVATION_PENDING)
 }
 
 /// Works through `queue` until it closes, one key at a time: each reconcile runs in the span

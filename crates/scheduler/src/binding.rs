@@ -1,9 +1,10 @@
 //! The two binding kinds the service schedules, behind one trait; the key that names a
-//! binding in logs, spans, metrics and gRPC references; and [`CachedBinding`], a binding as
-//! the watch cache holds it and scheduling reads it.
+//! binding in logs, spans, metrics and gRPC references; [`CachedBinding`], a binding as
+//! scheduling reads it; and [`StoredBinding`], a binding as the watch cache holds it.
 
 use std::fmt;
 
+use flotilla_api::well_known::conditions::SCHEDULED;
 use flotilla_api::well_known::{ACTIVATION_PREFERENCE_ANNOTATION, TRACE_PARENT_ANNOTATION};
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_proto::v1::{BindingKind, BindingRef};
@@ -64,10 +65,9 @@ impl BindingObject for ClusterResourceBinding {
 /// A binding as the scheduler reads it: its identity, the two annotations and the deletion
 /// flag of its metadata, its spec, and its status without the member objects' statuses.
 ///
-/// The watch cache holds one per binding (ADR 0016: kube-runtime's store kept the whole
-/// `ObjectMeta`, every annotation and an `ObjectRef` key copying name, namespace, uid and
-/// resourceVersion), and one scheduling attempt works on a copy of it, whether it came from
-/// the cache or from a read of the API.
+/// One scheduling attempt works on one, decoded from the watch cache's [`StoredBinding`] or made
+/// from a read of the API (ADR 0016: kube-runtime's store kept the whole `ObjectMeta`, every
+/// annotation and an `ObjectRef` key copying name, namespace, uid and resourceVersion).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
     /// ResourceBinding or ClusterResourceBinding.
@@ -172,6 +172,153 @@ impl CachedBinding {
     }
 }
 
+/// A binding as the watch cache holds it (ADR 0018): what the watch and the metrics read of
+/// every binding (its key, whether it was ever scheduled, its eviction tasks, whether it is
+/// unschedulable) as fields, the rest of the [`CachedBinding`] as JSON, decoded by
+/// [`StoredBinding::binding`] when the binding is scheduled.
+///
+/// A [`CachedBinding`] takes about 2.7 KiB (the inline spec and status are mostly empty
+/// options; every string and vector is an allocation of its own); its JSON the length of the
+/// text. A binding's event is read far more often than the binding is scheduled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredBinding {
+    kind: BindingKind,
+    namespace: Option<Box<str>>,
+    name: Box<str>,
+    observed_generation: Option<i64>,
+    eviction_tasks: u32,
+    unschedulable: bool,
+    body: Box<str>,
+}
+
+/// The parts of a [`CachedBinding`] a [`StoredBinding`] keeps as JSON, as written.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: &'a Option<Box<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: &'a Option<Box<str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: &'a Option<i64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    deleting: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    lazy: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: &'a Option<Box<str>>,
+    spec: &'a ResourceBindingSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: &'a Option<ResourceBindingStatus>,
+}
+
+/// [`StoredRef`] read back.
+#[derive(serde::Deserialize)]
+struct Stored {
+    #[serde(default)]
+    uid: Option<Box<str>>,
+    #[serde(default)]
+    resource_version: Option<Box<str>>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    deleting: bool,
+    #[serde(default)]
+    lazy: bool,
+    #[serde(default)]
+    traceparent: Option<Box<str>>,
+    spec: ResourceBindingSpec,
+    #[serde(default)]
+    status: Option<ResourceBindingStatus>,
+}
+
+impl StoredBinding {
+    /// The stored form of `binding` as the watch delivers it.
+    pub fn of<K: BindingObject>(binding: K) -> Self {
+        Self::from(&CachedBinding::of(binding))
+    }
+
+    /// The binding as scheduling reads it.
+    pub fn binding(&self) -> CachedBinding {
+        let Stored {
+            uid,
+            resource_version,
+            generation,
+            deleting,
+            lazy,
+            traceparent,
+            spec,
+            status,
+        } = serde_json::from_str(&self.body).expect("a stored binding reads back as it was written");
+        CachedBinding {
+            kind: self.kind,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid,
+            resource_version,
+            generation,
+            deleting,
+            lazy,
+            traceparent,
+            spec,
+            status,
+        }
+    }
+
+    /// The key of this binding.
+    pub fn key(&self) -> BindingKey {
+        BindingKey {
+            kind: self.kind,
+            namespace: self.namespace.as_deref().map(str::to_owned),
+            name: self.name.to_string(),
+        }
+    }
+
+    /// `status.schedulerObservedGeneration`.
+    pub fn observed_generation(&self) -> Option<i64> {
+        self.observed_generation
+    }
+
+    /// How many graceful eviction tasks the spec has.
+    pub fn eviction_tasks(&self) -> usize {
+        self.eviction_tasks as usize
+    }
+
+    /// Whether the `Scheduled` condition is `False`.
+    pub fn unschedulable(&self) -> bool {
+        self.unschedulable
+    }
+}
+
+impl From<&CachedBinding> for StoredBinding {
+    fn from(binding: &CachedBinding) -> Self {
+        let stored = StoredRef {
+            uid: &binding.uid,
+            resource_version: &binding.resource_version,
+            generation: &binding.generation,
+            deleting: binding.deleting,
+            lazy: binding.lazy,
+            traceparent: &binding.traceparent,
+            spec: &binding.spec,
+            status: &binding.status,
+        };
+        // The API types serialize infallibly (string keys, no non-finite floats).
+        let body = serde_json::to_string(&stored).expect("a binding serializes as JSON");
+        Self {
+            kind: binding.kind,
+            namespace: binding.namespace.clone(),
+            name: binding.name.clone(),
+            observed_generation: binding.observed_generation(),
+            eviction_tasks: u32::try_from(binding.spec.graceful_eviction_tasks.len()).unwrap_or(u32::MAX),
+            unschedulable: binding
+                .status
+                .as_ref()
+                .and_then(|s| flotilla_api::conditions::find(&s.conditions, SCHEDULED))
+                .is_some_and(|c| c.status == "False"),
+            body: body.into_boxed_str(),
+        }
+    }
+}
+
 /// Names one binding: its kind, namespace (ResourceBindings only) and name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BindingKey {
@@ -249,6 +396,8 @@ impl fmt::Display for BindingKey {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     use super::*;
 
@@ -338,6 +487,47 @@ mod tests {
         ));
         let eager = CachedBinding::of(eager);
         assert!(!eager.lazy && eager.traceparent.is_none() && eager.deleting);
+    }
+
+    #[test]
+    fn a_stored_binding_reads_back_as_the_cached_binding() {
+        use flotilla_api::work::GracefulEvictionTask;
+        let mut binding = stored_binding();
+        binding.spec.graceful_eviction_tasks = vec![GracefulEvictionTask {
+            from_cluster: "member2".into(),
+            ..Default::default()
+        }];
+        binding.status.as_mut().unwrap().conditions = vec![Condition {
+            type_: SCHEDULED.into(),
+            status: "False".into(),
+            reason: "NoClusterFit".into(),
+            message: "0/3 clusters are available".into(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: Some(2),
+        }];
+        let cached = CachedBinding::of(binding.clone());
+        let stored = StoredBinding::of(binding.clone());
+        assert_eq!(stored, StoredBinding::from(&cached));
+        assert_eq!(stored.binding(), cached, "every field reads back");
+        assert_eq!(stored.key(), cached.key());
+        assert_eq!(stored.observed_generation(), Some(1));
+        assert_eq!(stored.eviction_tasks(), 1);
+        assert!(stored.unschedulable());
+
+        // What is unset stays unset, a cluster-scoped binding included.
+        let crb = flotilla_api::ClusterResourceBinding::new("ns-namespace", Default::default());
+        let cached = CachedBinding::of(crb.clone());
+        let stored = StoredBinding::of(crb);
+        assert_eq!(stored.binding(), cached);
+        assert_eq!(stored.key().to_string(), "ClusterResourceBinding ns-namespace");
+        assert_eq!(
+            (
+                stored.observed_generation(),
+                stored.eviction_tasks(),
+                stored.unschedulable()
+            ),
+            (None, 0, false)
+        );
     }
 
     #[test]

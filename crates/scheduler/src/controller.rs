@@ -1,4 +1,4 @@
-//! The watch side: per binding kind, a watch into a cache of [`CachedBinding`]s (ADR 0016) and
+//! The watch side: per binding kind, a watch into a cache of [`StoredBinding`]s (ADR 0016, 0018) and
 //! a work queue of binding keys,
 //! drained by workers that schedule each binding. Every binding is queued whenever it changes
 //! and every binding whenever the cluster inventory changes. Scheduling a binding whose inputs
@@ -15,8 +15,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::conditions;
-use flotilla_api::well_known::conditions::SCHEDULED;
 use flotilla_proto::v1::BindingKind;
 use flotilla_runtime::cache::{self, Cache, Update};
 use flotilla_runtime::queue::WorkQueue;
@@ -24,7 +22,7 @@ use futures::StreamExt;
 use kube::{Api, Client};
 use tokio::task::JoinSet;
 
-use crate::binding::{BindingKey, BindingObject, CachedBinding, kind_name};
+use crate::binding::{BindingKey, BindingObject, StoredBinding, kind_name};
 use crate::metrics::metrics;
 use crate::reconcile::{Context, Trigger, schedule_binding};
 
@@ -57,7 +55,7 @@ const FIRST_SCHEDULE_GRACE: Duration = Duration::from_millis(250);
 
 /// Whether the watch waits [`FIRST_SCHEDULE_GRACE`] before scheduling `binding`: it was never
 /// scheduled (no `status.schedulerObservedGeneration`).
-fn awaits_first_schedule(binding: &CachedBinding) -> bool {
+fn awaits_first_schedule(binding: &StoredBinding) -> bool {
     binding.observed_generation().is_none()
 }
 
@@ -79,7 +77,7 @@ pub struct Running {
     /// Which kind.
     pub kind: BindingKind,
     /// The controller's cache of bindings of this kind.
-    pub cache: Cache<CachedBinding>,
+    pub cache: Cache<StoredBinding>,
     /// Keys of bindings waiting to be scheduled.
     pub queue: WorkQueue<BindingKey>,
     synced: tokio::sync::watch::Receiver<bool>,
@@ -112,7 +110,7 @@ pub fn start<K: BindingObject>(
         background.spawn(cache::run(
             Api::<K>::all(client),
             writer,
-            CachedBinding::of::<K>,
+            StoredBinding::of::<K>,
             move |update| {
                 match update {
                     Update::Applied { new, .. } if awaits_first_schedule(new) => {
@@ -159,7 +157,7 @@ pub fn start<K: BindingObject>(
     }
 }
 
-fn queue_all(cache: &Cache<CachedBinding>, queue: &WorkQueue<BindingKey>) {
+fn queue_all(cache: &Cache<StoredBinding>, queue: &WorkQueue<BindingKey>) {
     for binding in cache.state() {
         queue.add(binding.key());
     }
@@ -168,23 +166,25 @@ fn queue_all(cache: &Cache<CachedBinding>, queue: &WorkQueue<BindingKey>) {
 /// One worker: schedules queued bindings of kind `K` until the queue shuts down.
 async fn work<K: BindingObject>(
     ctx: Arc<Context>,
-    cache: Cache<CachedBinding>,
+    cache: Cache<StoredBinding>,
     queue: WorkQueue<BindingKey>,
 ) {
     while let Some(key) = queue.next().await {
         match cache.get(key.namespace.as_deref(), &key.name) {
             // Deleted meanwhile: nothing to schedule, no failures to remember.
             None => queue.forget(&key),
-            Some(binding) => match schedule_binding::<K>(&ctx, &key, Some(binding), Trigger::Watch).await {
-                Ok(report) => {
-                    queue.forget(&key);
-                    queue.add_after(key.clone(), next_attempt(&report));
+            Some(stored) => {
+                match schedule_binding::<K>(&ctx, &key, Some(stored.binding()), Trigger::Watch).await {
+                    Ok(report) => {
+                        queue.forget(&key);
+                        queue.add_after(key.clone(), next_attempt(&report));
+                    }
+                    Err(error) => {
+                        let delay = queue.add_rate_limited(key.clone());
+                        tracing::warn!(binding = %key, %error, retry_in = ?delay, "scheduling failed; retrying");
+                    }
                 }
-                Err(error) => {
-                    let delay = queue.add_rate_limited(key.clone());
-                    tracing::warn!(binding = %key, %error, retry_in = ?delay, "scheduling failed; retrying");
-                }
-            },
+            }
         }
         queue.done(&key);
     }
@@ -203,26 +203,13 @@ fn report_queues(a: &Running, b: &Running) {
 }
 
 /// Counts the eviction tasks in the bindings of `cache`.
-pub fn count_eviction_tasks(cache: &Cache<CachedBinding>) -> usize {
-    cache
-        .state()
-        .iter()
-        .map(|b| b.spec.graceful_eviction_tasks.len())
-        .sum()
+pub fn count_eviction_tasks(cache: &Cache<StoredBinding>) -> usize {
+    cache.state().iter().map(|b| b.eviction_tasks()).sum()
 }
 
 /// Counts the bindings in `cache` whose `Scheduled` condition is `False`.
-pub fn count_unschedulable(cache: &Cache<CachedBinding>) -> usize {
-    cache
-        .state()
-        .iter()
-        .filter(|b| {
-            b.status
-                .as_ref()
-                .and_then(|s| conditions::find(&s.conditions, SCHEDULED))
-                .is_some_and(|c| c.status == "False")
-        })
-        .count()
+pub fn count_unschedulable(cache: &Cache<StoredBinding>) -> usize {
+    cache.state().iter().filter(|b| b.unschedulable()).count()
 }
 
 /// Keeps the unschedulable-bindings gauge and the queue metrics current until `shutdown`.
@@ -270,21 +257,24 @@ mod tests {
 
     #[test]
     fn only_never_scheduled_bindings_wait_for_their_creators_call() {
-        let mut binding = CachedBinding::of(flotilla_api::ResourceBinding::new(
+        let mut binding = crate::binding::CachedBinding::of(flotilla_api::ResourceBinding::new(
             "web-deployment",
             Default::default(),
         ));
-        assert!(awaits_first_schedule(&binding), "no status yet");
+        assert!(
+            awaits_first_schedule(&StoredBinding::from(&binding)),
+            "no status yet"
+        );
         binding.status = Some(Default::default());
         assert!(
-            awaits_first_schedule(&binding),
+            awaits_first_schedule(&StoredBinding::from(&binding)),
             "a status without the scheduler's fields"
         );
         if let Some(status) = binding.status.as_mut() {
             status.scheduler_observed_generation = Some(1);
         }
         assert!(
-            !awaits_first_schedule(&binding),
+            !awaits_first_schedule(&StoredBinding::from(&binding)),
             "scheduled once: changes go at once"
         );
         const { assert!(FIRST_SCHEDULE_GRACE.as_millis() < 1000) };

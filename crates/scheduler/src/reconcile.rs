@@ -185,7 +185,7 @@ pub fn is_ours(scheduler_name: Option<&str>) -> bool {
 pub async fn schedule_binding<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
-    cached: Option<Arc<CachedBinding>>,
+    cached: Option<CachedBinding>,
     trigger: Trigger,
 ) -> Result<Report, ReconcileError> {
     let span = match trigger {
@@ -275,7 +275,7 @@ fn status_code(error: &kube::Error) -> Option<u16> {
 async fn attempt<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
-    cached: Option<Arc<CachedBinding>>,
+    cached: Option<CachedBinding>,
     trigger: Trigger,
 ) -> Result<Report, ReconcileError> {
     if !ctx.inventory.is_synced() {
@@ -297,12 +297,12 @@ async fn attempt<K: BindingObject>(
 async fn attempt_in_turn<K: BindingObject>(
     ctx: &Context,
     key: &BindingKey,
-    cached: Option<Arc<CachedBinding>>,
+    cached: Option<CachedBinding>,
     trigger: Trigger,
     seen: &mut Seen,
 ) -> Result<Report, ReconcileError> {
     let api = K::api(ctx.client.clone(), key.namespace.as_deref());
-    let mut next: Option<CachedBinding> = cached.map(|b| (*b).clone());
+    let mut next: Option<CachedBinding> = cached;
     for _ in 0..MAX_CONFLICTS {
         let binding = match next.take() {
             Some(binding) => binding,
