@@ -7,7 +7,7 @@
 //! scheduler and `spec.requiredBy` to the dependency distributor, so patches never name them.
 
 use flotilla_api::policy::{Placement, PropagationSpec, Suspension};
-use flotilla_api::well_known::DEFAULT_SCHEDULER_NAME;
+use flotilla_api::well_known::{DEFAULT_SCHEDULER_NAME, POLICY_GENERATION_ANNOTATION};
 use flotilla_api::work::{ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value, json};
@@ -148,6 +148,9 @@ impl BindingView {
 pub struct CachedBinding {
     resource: ObjectReference,
     lazy_pending: bool,
+    /// The annotation [`POLICY_GENERATION_ANNOTATION`]: the policies' status counts read it of
+    /// every binding a policy claims.
+    policy_generation: Option<Box<str>>,
     body: Box<str>,
     /// [`watch_signature`] of the binding.
     pub signature: u64,
@@ -249,6 +252,11 @@ impl CachedBinding {
         Self {
             resource: spec.resource.clone(),
             lazy_pending: is_lazy_pending(conditions),
+            policy_generation: metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(POLICY_GENERATION_ANNOTATION))
+                .map(|v| v.as_str().into()),
             body: body.into_boxed_str(),
             signature: watch_signature(metadata, spec, conditions),
         }
@@ -274,6 +282,12 @@ impl CachedBinding {
         let stored: StoredAnnotations =
             serde_json::from_str(&self.body).expect("a cached binding reads back as it was written");
         stored.metadata.annotations.get(key).cloned()
+    }
+
+    /// The annotation [`POLICY_GENERATION_ANNOTATION`]: the claiming policy's generation the
+    /// binding follows.
+    pub fn policy_generation(&self) -> Option<&str> {
+        self.policy_generation.as_deref()
     }
 
     /// Whether the binding's `PolicyActivated` condition says a lazy policy change is pending.
@@ -1097,6 +1111,7 @@ mod tests {
             Some("abc")
         );
         assert_eq!(cached.annotation("flotilla.io/absent"), None);
+        assert_eq!(cached.policy_generation(), None);
         assert_eq!(cached.resource(), &rb.spec.resource);
         assert!(!cached.lazy_pending());
         assert_eq!(
@@ -1127,8 +1142,15 @@ mod tests {
         assert!(!CachedBinding::of_resource_binding(&binding("False", "InvalidPolicy")).lazy_pending());
         let mut none = binding("False", pending);
         none.status = None;
+        none.metadata.annotations =
+            Some([(POLICY_GENERATION_ANNOTATION.to_owned(), "p-uid/3".to_owned())].into());
         let cached = CachedBinding::of_resource_binding(&none);
         assert!(!cached.lazy_pending());
         assert!(cached.view().conditions.is_empty());
+        assert_eq!(cached.policy_generation(), Some("p-uid/3"));
+        assert_eq!(
+            cached.annotation(POLICY_GENERATION_ANNOTATION).as_deref(),
+            Some("p-uid/3")
+        );
     }
 }

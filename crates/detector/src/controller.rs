@@ -21,8 +21,7 @@ use flotilla_api::overrides::{
 use flotilla_api::policy::{ClusterPropagationPolicy, PolicyStatus, PropagationPolicy, PropagationSpec};
 use flotilla_api::well_known::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-    POLICY_GENERATION_ANNOTATION, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-    reasons,
+    PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL, reasons,
 };
 use flotilla_api::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
@@ -938,11 +937,6 @@ impl Detector {
         cache.get(key.namespace.as_deref(), &key.binding_name())
     }
 
-    /// One annotation of the template's cached binding.
-    fn cached_binding_annotation(&self, key: &TemplateKey, annotation: &str) -> Option<String> {
-        self.cached(key).and_then(|b| b.annotation(annotation))
-    }
-
     fn cached_binding(&self, key: &TemplateKey) -> Option<BindingView> {
         self.cached(key).map(|b| b.view())
     }
@@ -1473,9 +1467,8 @@ impl Detector {
                 counts.bound += 1;
                 let key = object.key(&gvk);
                 if self
-                    .cached_binding_annotation(&key, POLICY_GENERATION_ANNOTATION)
-                    .as_deref()
-                    != Some(generation.as_str())
+                    .cached(&key)
+                    .is_none_or(|b| b.policy_generation() != Some(generation.as_str()))
                 {
                     counts.pending += 1;
                 }

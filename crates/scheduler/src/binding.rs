@@ -97,34 +97,24 @@ pub struct CachedBinding {
 }
 
 impl CachedBinding {
-    /// What scheduling reads of `binding`.
-    ///
-    /// Copied, not moved out: a binding as the watch delivers it is mostly what is not kept
-    /// (managedFields, the member objects' statuses, other annotations), and the copy's
-    /// allocations are made together instead of staying scattered among the freed ones (moving
-    /// the kept parts out cost more resident memory than the whole trimmed binding did).
+    /// What scheduling reads of `binding`. The spec and status are moved out: a
+    /// `CachedBinding` lives for one scheduling attempt (what the watch cache keeps is a
+    /// [`StoredBinding`]).
     pub fn of<K: BindingObject>(mut binding: K) -> Self {
-        if let Some(status) = binding.binding_status_mut().as_mut() {
-            for item in &mut status.aggregated_status {
-                item.status = None;
-                item.applied_message = None;
-            }
-        }
-        let status = binding.binding_status_mut().clone();
-        let spec = binding.binding_spec_mut().clone();
-        let metadata = binding.meta();
-        let annotation = |key: &str| metadata.annotations.as_ref().and_then(|a| a.get(key));
-        let copy = |value: &Option<String>| value.as_deref().map(Box::<str>::from);
+        drop_member_statuses(binding.binding_status_mut());
+        let status = binding.binding_status_mut().take();
+        let spec = std::mem::take(binding.binding_spec_mut());
+        let facts = Facts::of(binding.meta());
         Self {
             kind: K::KIND,
-            lazy: annotation(ACTIVATION_PREFERENCE_ANNOTATION).is_some_and(|v| v == "Lazy"),
-            traceparent: annotation(TRACE_PARENT_ANNOTATION).map(|v| v.as_str().into()),
-            namespace: copy(&metadata.namespace),
-            name: metadata.name.as_deref().unwrap_or_default().into(),
-            uid: copy(&metadata.uid),
-            resource_version: copy(&metadata.resource_version),
-            generation: metadata.generation,
-            deleting: metadata.deletion_timestamp.is_some(),
+            namespace: facts.namespace.map(Into::into),
+            name: facts.name.into(),
+            uid: facts.uid.map(Into::into),
+            resource_version: facts.resource_version.map(Into::into),
+            generation: facts.generation,
+            deleting: facts.deleting,
+            lazy: facts.lazy,
+            traceparent: facts.traceparent.map(Into::into),
             spec,
             status,
         }
@@ -191,21 +181,66 @@ pub struct StoredBinding {
     body: Box<str>,
 }
 
+/// What scheduling reads of a binding's metadata, borrowed from it.
+struct Facts<'a> {
+    namespace: Option<&'a str>,
+    name: &'a str,
+    uid: Option<&'a str>,
+    resource_version: Option<&'a str>,
+    generation: Option<i64>,
+    deleting: bool,
+    lazy: bool,
+    traceparent: Option<&'a str>,
+}
+
+impl<'a> Facts<'a> {
+    fn of(metadata: &'a ObjectMeta) -> Self {
+        let annotation = |key: &str| {
+            metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map(String::as_str)
+        };
+        Self {
+            namespace: metadata.namespace.as_deref(),
+            name: metadata.name.as_deref().unwrap_or_default(),
+            uid: metadata.uid.as_deref(),
+            resource_version: metadata.resource_version.as_deref(),
+            generation: metadata.generation,
+            deleting: metadata.deletion_timestamp.is_some(),
+            lazy: annotation(ACTIVATION_PREFERENCE_ANNOTATION) == Some("Lazy"),
+            traceparent: annotation(TRACE_PARENT_ANNOTATION),
+        }
+    }
+}
+
+/// Of execution's per-cluster items in `status.aggregatedStatus`, failover reads whether each
+/// cluster applied and its health; each item's member-object status and apply message go.
+fn drop_member_statuses(status: &mut Option<ResourceBindingStatus>) {
+    if let Some(status) = status {
+        for item in &mut status.aggregated_status {
+            item.status = None;
+            item.applied_message = None;
+        }
+    }
+}
+
 /// The parts of a [`CachedBinding`] a [`StoredBinding`] keeps as JSON, as written.
 #[derive(Serialize)]
 struct StoredRef<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    uid: &'a Option<Box<str>>,
+    uid: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    resource_version: &'a Option<Box<str>>,
+    resource_version: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    generation: &'a Option<i64>,
+    generation: Option<i64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     deleting: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     lazy: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    traceparent: &'a Option<Box<str>>,
+    traceparent: Option<&'a str>,
     spec: &'a ResourceBindingSpec,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: &'a Option<ResourceBindingStatus>,
@@ -232,9 +267,45 @@ struct Stored {
 }
 
 impl StoredBinding {
-    /// The stored form of `binding` as the watch delivers it.
-    pub fn of<K: BindingObject>(binding: K) -> Self {
-        Self::from(&CachedBinding::of(binding))
+    /// The stored form of `binding` as the watch delivers it (written from it, without the
+    /// copy a [`CachedBinding`] would make).
+    pub fn of<K: BindingObject>(mut binding: K) -> Self {
+        drop_member_statuses(binding.binding_status_mut());
+        let status = binding.binding_status_mut().take();
+        let spec = std::mem::take(binding.binding_spec_mut());
+        Self::store(K::KIND, Facts::of(binding.meta()), &spec, &status)
+    }
+
+    fn store(
+        kind: BindingKind,
+        facts: Facts<'_>,
+        spec: &ResourceBindingSpec,
+        status: &Option<ResourceBindingStatus>,
+    ) -> Self {
+        let stored = StoredRef {
+            uid: facts.uid,
+            resource_version: facts.resource_version,
+            generation: facts.generation,
+            deleting: facts.deleting,
+            lazy: facts.lazy,
+            traceparent: facts.traceparent,
+            spec,
+            status,
+        };
+        // The API types serialize infallibly (string keys, no non-finite floats).
+        let body = serde_json::to_string(&stored).expect("a binding serializes as JSON");
+        Self {
+            kind,
+            namespace: facts.namespace.map(Into::into),
+            name: facts.name.into(),
+            observed_generation: status.as_ref().and_then(|s| s.scheduler_observed_generation),
+            eviction_tasks: u32::try_from(spec.graceful_eviction_tasks.len()).unwrap_or(u32::MAX),
+            unschedulable: status
+                .as_ref()
+                .and_then(|s| flotilla_api::conditions::find(&s.conditions, SCHEDULED))
+                .is_some_and(|c| c.status == "False"),
+            body: body.into_boxed_str(),
+        }
     }
 
     /// The binding as scheduling reads it.
@@ -291,31 +362,17 @@ impl StoredBinding {
 
 impl From<&CachedBinding> for StoredBinding {
     fn from(binding: &CachedBinding) -> Self {
-        let stored = StoredRef {
-            uid: &binding.uid,
-            resource_version: &binding.resource_version,
-            generation: &binding.generation,
+        let facts = Facts {
+            namespace: binding.namespace.as_deref(),
+            name: &binding.name,
+            uid: binding.uid.as_deref(),
+            resource_version: binding.resource_version.as_deref(),
+            generation: binding.generation,
             deleting: binding.deleting,
             lazy: binding.lazy,
-            traceparent: &binding.traceparent,
-            spec: &binding.spec,
-            status: &binding.status,
+            traceparent: binding.traceparent.as_deref(),
         };
-        // The API types serialize infallibly (string keys, no non-finite floats).
-        let body = serde_json::to_string(&stored).expect("a binding serializes as JSON");
-        Self {
-            kind: binding.kind,
-            namespace: binding.namespace.clone(),
-            name: binding.name.clone(),
-            observed_generation: binding.observed_generation(),
-            eviction_tasks: u32::try_from(binding.spec.graceful_eviction_tasks.len()).unwrap_or(u32::MAX),
-            unschedulable: binding
-                .status
-                .as_ref()
-                .and_then(|s| flotilla_api::conditions::find(&s.conditions, SCHEDULED))
-                .is_some_and(|c| c.status == "False"),
-            body: body.into_boxed_str(),
-        }
+        Self::store(binding.kind, facts, &binding.spec, &binding.status)
     }
 }
 
