@@ -466,6 +466,27 @@ pub(crate) fn needs_write(current: Option<&CachedWork>, desired: &DesiredWork) -
     }
 }
 
+/// A Work as [`apply_work`] applies it, serialized from the planned Work by reference (a
+/// `json!` body would copy the manifests into a `Value` tree first, once per Work written).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WorkApply<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: WorkApplyMetadata<'a>,
+    spec: &'a flotilla_api::WorkSpec,
+}
+
+/// The metadata of a [`WorkApply`].
+#[derive(serde::Serialize)]
+struct WorkApplyMetadata<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    annotations: &'a BTreeMap<String, String>,
+    finalizers: [&'a str; 1],
+}
+
 pub(crate) async fn apply_work(
     ctx: &Context,
     desired: &DesiredWork,
@@ -475,18 +496,18 @@ pub(crate) async fn apply_work(
     if let Some(traceparent) = traceparent {
         annotations.insert(TRACE_PARENT_ANNOTATION.to_owned(), traceparent.to_owned());
     }
-    let body = json!({
-        "apiVersion": Work::api_version(&()),
-        "kind": Work::kind(&()),
-        "metadata": {
-            "name": desired.name,
-            "namespace": desired.namespace,
-            "labels": desired.labels,
-            "annotations": annotations,
-            "finalizers": [WORK_FINALIZER],
+    let body = WorkApply {
+        api_version: &Work::api_version(&()),
+        kind: &Work::kind(&()),
+        metadata: WorkApplyMetadata {
+            name: &desired.name,
+            namespace: &desired.namespace,
+            labels: &desired.labels,
+            annotations: &annotations,
+            finalizers: [WORK_FINALIZER],
         },
-        "spec": desired.spec,
-    });
+        spec: &desired.spec,
+    };
     ensure_execution_namespace(ctx, &desired.namespace).await?;
     // Answered with metadata only: the Work's manifests are not read back.
     flotilla_runtime::lean::patch(
@@ -812,6 +833,50 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
     use super::*;
+
+    #[test]
+    fn a_work_is_applied_with_its_planned_parts_and_the_finalizer() {
+        let spec = flotilla_api::WorkSpec {
+            workload: flotilla_api::work::WorkloadTemplate {
+                manifests: vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})],
+            },
+            suspend_dispatching: Some(false),
+            preserve_resources_on_deletion: Some(true),
+        };
+        let labels = BTreeMap::from([("a".to_owned(), "1".to_owned())]);
+        let annotations = BTreeMap::from([("b".to_owned(), "2".to_owned())]);
+        let body = WorkApply {
+            api_version: &Work::api_version(&()),
+            kind: &Work::kind(&()),
+            metadata: WorkApplyMetadata {
+                name: "c-configmap",
+                namespace: "karmada-es-member1",
+                labels: &labels,
+                annotations: &annotations,
+                finalizers: [WORK_FINALIZER],
+            },
+            spec: &spec,
+        };
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({
+                "apiVersion": "work.karmada.io/v1alpha1",
+                "kind": "Work",
+                "metadata": {
+                    "name": "c-configmap",
+                    "namespace": "karmada-es-member1",
+                    "labels": {"a": "1"},
+                    "annotations": {"b": "2"},
+                    "finalizers": ["karmada.io/execution-controller"],
+                },
+                "spec": {
+                    "workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]},
+                    "suspendDispatching": false,
+                    "preserveResourcesOnDeletion": true,
+                },
+            })
+        );
+    }
 
     fn status(observed: Option<i64>, fully_applied_at: Option<i64>) -> ResourceBindingStatus {
         let mut status = ResourceBindingStatus {
