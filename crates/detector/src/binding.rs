@@ -137,8 +137,8 @@ impl BindingView {
 /// for, whether a lazy policy change is pending on it and its [`watch_signature`], which the
 /// watch compares with the replaced value's to decide whether the template needs its planner
 /// again; everything else the planner reads (identity, labels, annotations, owner references,
-/// the spec, the conditions) is kept as the JSON it came in, and [`CachedBinding::view`]
-/// decodes it when the template is planned.
+/// the spec, the conditions) is kept as one string of JSON, written from the delivered binding,
+/// and [`CachedBinding::view`] decodes it when the template is planned.
 ///
 /// Typed, those parts took about 3.5 KiB per binding (the inline `ResourceBindingSpec` and
 /// `ObjectMeta` are mostly empty options; every string, map node and vector is an allocation of

@@ -122,11 +122,7 @@ impl CachedBinding {
 
     /// The key of this binding.
     pub fn key(&self) -> BindingKey {
-        BindingKey {
-            kind: self.kind,
-            namespace: self.namespace.as_deref().map(str::to_owned),
-            name: self.name.to_string(),
-        }
+        BindingKey::of(self.kind, self.namespace.as_deref(), &self.name)
     }
 
     /// A gRPC reference to this binding at its current generation.
@@ -337,11 +333,7 @@ impl StoredBinding {
 
     /// The key of this binding.
     pub fn key(&self) -> BindingKey {
-        BindingKey {
-            kind: self.kind,
-            namespace: self.namespace.as_deref().map(str::to_owned),
-            name: self.name.to_string(),
-        }
+        BindingKey::of(self.kind, self.namespace.as_deref(), &self.name)
     }
 
     /// `status.schedulerObservedGeneration`.
@@ -404,6 +396,14 @@ pub enum InvalidReference {
 }
 
 impl BindingKey {
+    fn of(kind: BindingKind, namespace: Option<&str>, name: &str) -> Self {
+        Self {
+            kind,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+
     /// The key a gRPC reference names.
     pub fn from_reference(reference: &BindingRef) -> Result<Self, InvalidReference> {
         let kind = match BindingKind::try_from(reference.kind) {
