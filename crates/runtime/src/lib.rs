@@ -18,7 +18,8 @@
 //! - [`lean`]: writes answered with the written object's metadata only;
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues;
-//! - [`cache`]: compact watch caches holding a value of the caller's type per object.
+//! - [`cache`]: compact watch caches holding a value of the caller's type per object;
+//! - [`packed`]: cache records kept as JSON compressed against a dictionary of their kind.
 
 pub mod api_probe;
 pub mod cache;
@@ -30,6 +31,7 @@ pub mod lean;
 pub mod lease;
 pub mod membership;
 pub mod ops;
+pub mod packed;
 pub mod queue;
 pub mod requests;
 pub mod watch;
