@@ -1,7 +1,7 @@
 //! The watch side: per binding kind, a watch into a cache of [`StoredBinding`]s (ADR 0016, 0018) and
 //! a work queue of binding keys,
 //! drained by workers that schedule each binding. Every binding is queued whenever it changes
-//! and every binding whenever the cluster inventory changes. Scheduling a binding whose inputs
+//! and every binding whenever the cluster inventory changes and every [`RESYNC`]. Scheduling a binding whose inputs
 //! did not change recomputes its result in memory and writes nothing, so this is cheap and
 //! needs no bookkeeping of which binding "needs" scheduling.
 //!
@@ -28,8 +28,9 @@ use crate::reconcile::{Context, Trigger, schedule_binding};
 
 /// Workers per binding kind.
 const CONCURRENCY: usize = 16;
-/// A binding is scheduled again after this long even without events (a safety net: the
-/// watches are the guarantee).
+/// Every binding is scheduled again this often even without events (a safety net: the watches
+/// are the guarantee). One timer queues them all: a timer per binding (a task and a copy of its
+/// key, about 0.4 KiB) was the scheduler's second largest memory after its cache.
 const RESYNC: Duration = Duration::from_secs(600);
 /// First backoff after a failed attempt (API error, too many conflicts, inventory not synced),
 /// doubling per consecutive failure of the binding up to [`RETRY_MAX`].
@@ -59,17 +60,17 @@ fn awaits_first_schedule(binding: &StoredBinding) -> bool {
     binding.observed_generation().is_none()
 }
 
-/// When a watch-triggered binding is looked at again without events: soon when it is
-/// unschedulable, at its next failover deadline (toleration, grace period), else at the resync.
-fn next_attempt(report: &crate::reconcile::Report) -> Duration {
-    let regular = if report.unschedulable.is_some() {
-        UNSCHEDULABLE_RETRY
-    } else {
-        RESYNC
-    };
-    report
-        .next_check
-        .map_or(regular, |due| regular.min(due + DEADLINE_SLACK))
+/// When a watch-triggered binding is looked at again without events, if before the next
+/// [`RESYNC`] could: soon when it is unschedulable, at its next failover deadline (toleration,
+/// grace period).
+fn next_attempt(report: &crate::reconcile::Report) -> Option<Duration> {
+    let unschedulable = report.unschedulable.is_some().then_some(UNSCHEDULABLE_RETRY);
+    let deadline = report.next_check.map(|due| due + DEADLINE_SLACK);
+    [unschedulable, deadline]
+        .into_iter()
+        .flatten()
+        .min()
+        .filter(|due| *due < RESYNC)
 }
 
 /// A running controller for one binding kind.
@@ -136,6 +137,16 @@ pub fn start<K: BindingObject>(
             }
         });
     }
+    {
+        let (queue, cache) = (queue.clone(), cache.clone());
+        background.spawn(async move {
+            let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + RESYNC, RESYNC);
+            loop {
+                resync.tick().await;
+                queue_all(&cache, &queue);
+            }
+        });
+    }
     let mut workers = JoinSet::new();
     for _ in 0..CONCURRENCY {
         workers.spawn(work::<K>(ctx.clone(), cache.clone(), queue.clone()));
@@ -177,7 +188,9 @@ async fn work<K: BindingObject>(
                 match schedule_binding::<K>(&ctx, &key, Some(stored.binding()), Trigger::Watch).await {
                     Ok(report) => {
                         queue.forget(&key);
-                        queue.add_after(key.clone(), next_attempt(&report));
+                        if let Some(due) = next_attempt(&report) {
+                            queue.add_after(key.clone(), due);
+                        }
                     }
                     Err(error) => {
                         let delay = queue.add_rate_limited(key.clone());
@@ -247,12 +260,15 @@ mod tests {
     fn failover_deadlines_bring_bindings_back_in_time() {
         let mut due = report(None);
         due.next_check = Some(Duration::from_secs(30));
-        assert_eq!(next_attempt(&due), Duration::from_secs(30) + DEADLINE_SLACK);
+        assert_eq!(next_attempt(&due), Some(Duration::from_secs(30) + DEADLINE_SLACK));
         due.unschedulable = Some("0/3 clusters are available".into());
-        assert_eq!(next_attempt(&due), UNSCHEDULABLE_RETRY);
+        assert_eq!(next_attempt(&due), Some(UNSCHEDULABLE_RETRY));
+        due.next_check = Some(Duration::from_secs(5));
+        assert_eq!(next_attempt(&due), Some(Duration::from_secs(5) + DEADLINE_SLACK));
+        // A deadline past the next resync is met by the resync, without a timer of its own.
         due.next_check = Some(Duration::from_secs(3600));
         due.unschedulable = None;
-        assert_eq!(next_attempt(&due), RESYNC);
+        assert_eq!(next_attempt(&due), None);
     }
 
     #[test]
@@ -284,9 +300,13 @@ mod tests {
     fn unschedulable_bindings_are_tried_again_soon() {
         assert_eq!(
             next_attempt(&report(Some("0/3 clusters are available"))),
-            UNSCHEDULABLE_RETRY
+            Some(UNSCHEDULABLE_RETRY)
         );
-        assert_eq!(next_attempt(&report(None)), RESYNC);
+        assert_eq!(
+            next_attempt(&report(None)),
+            None,
+            "a scheduled binding waits for events or the resync of every binding"
+        );
         assert!(UNSCHEDULABLE_RETRY < RESYNC);
     }
 }
