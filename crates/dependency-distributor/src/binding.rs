@@ -15,6 +15,7 @@ use flotilla_api::{
     Suspension, TargetCluster,
 };
 use flotilla_interpreter::DependencyRef;
+use flotilla_runtime::packed::{Codec, Packed};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
@@ -139,43 +140,60 @@ pub fn is_claimed(meta: &ObjectMeta) -> bool {
 }
 
 /// The fields of one binding that the distributor acts on.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BindingView {
     /// Which binding.
     pub key: BindingKey,
     /// `metadata.uid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     /// `metadata.resourceVersion`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
     /// `metadata.generation`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
     /// `metadata.deletionTimestamp` is set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
     /// A policy claims the binding (claim annotations or labels).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub claimed: bool,
     /// `spec.propagateDeps`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub propagate_deps: bool,
     /// `spec.resource`.
     pub resource: ObjectReference,
     /// `spec.clusters`: where the binding is scheduled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<TargetCluster>,
     /// `spec.requiredBy` (attached bindings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<BindingSnapshot>,
     /// `spec.suspension`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub suspension: Option<Suspension>,
     /// `spec.conflictResolution`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub conflict_resolution: Option<ConflictResolution>,
     /// `spec.preserveResourcesOnDeletion`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub preserve_resources_on_deletion: Option<bool>,
     /// The dependencies recorded in the `resourcebinding.karmada.io/dependencies` annotation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<DependencyRef>,
     /// The raw annotation value, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub dependencies_annotation: Option<String>,
     /// `flotilla.io/template-fingerprint`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<String>,
     /// `flotilla.io/traceparent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
     /// `status.conditions`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
 
@@ -267,6 +285,29 @@ impl BindingView {
     /// of the distributor's business: it never leaves its own bindings in that state.)
     pub fn is_attached_only(&self) -> bool {
         !self.claimed && !self.required_by.is_empty()
+    }
+}
+
+/// A binding as the distributor's watch cache holds it (ADR 0019): its [`BindingView`] as one
+/// packed record ([`flotilla_runtime::packed`]), read back when its event is handled or a
+/// dependency it references is reconciled. Typed, a view took about 1.5 KiB (the inline struct
+/// about 0.5 KiB, every string, vector and condition an allocation of its own); packed against
+/// the views before it, about a tenth of that.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredView(Packed);
+
+/// The codec of [`StoredView`]s: their dictionary is learned from the first bindings.
+static VIEWS: Codec = Codec::new();
+
+impl StoredView {
+    /// `view`, packed.
+    pub fn of(view: &BindingView) -> Self {
+        Self(VIEWS.pack(view))
+    }
+
+    /// The view, read back.
+    pub fn view(&self) -> BindingView {
+        VIEWS.unpack(&self.0)
     }
 }
 
@@ -546,6 +587,18 @@ mod tests {
             }
         );
         assert_eq!(view.dependencies.len(), 1);
+        // The cache keeps it packed: it reads back whole, every field set or none.
+        assert_eq!(StoredView::of(&view).view(), view);
+        assert_eq!(
+            StoredView::of(&BindingView::default()).view(),
+            BindingView::default()
+        );
+        let deleting = BindingView {
+            key: BindingKey::cluster("pv-persistentvolume"),
+            deleting: true,
+            ..BindingView::default()
+        };
+        assert_eq!(StoredView::of(&deleting).view(), deleting);
 
         // Claimed by a label alone.
         let mut labelled = ResourceBinding::new("x", ResourceBindingSpec::default());

@@ -38,7 +38,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::binding::{
-    BindingKey, BindingView, TEMPLATE_FINGERPRINT_ANNOTATION, dependencies_annotation, describe_dependency,
+    BindingKey, BindingView, StoredView, TEMPLATE_FINGERPRINT_ANNOTATION, dependencies_annotation,
+    describe_dependency,
 };
 use crate::fingerprint::fingerprint;
 use crate::index::{Index, Key};
@@ -147,11 +148,11 @@ enum TemplateDependencies {
 pub struct Context {
     /// The control-plane client.
     pub client: Client,
-    /// Cache of ResourceBindings as the views the distributor acts on (filled by the binding
-    /// watch).
-    pub resource_bindings: Cache<BindingView>,
+    /// Cache of ResourceBindings as the views the distributor acts on, packed (filled by the
+    /// binding watch).
+    pub resource_bindings: Cache<StoredView>,
     /// Cache of ClusterResourceBindings, likewise.
-    pub cluster_resource_bindings: Cache<BindingView>,
+    pub cluster_resource_bindings: Cache<StoredView>,
     /// Who references what.
     pub index: Mutex<Index>,
     /// The dependency rules in force.
@@ -176,8 +177,8 @@ impl Context {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: Client,
-        resource_bindings: Cache<BindingView>,
-        cluster_resource_bindings: Cache<BindingView>,
+        resource_bindings: Cache<StoredView>,
+        cluster_resource_bindings: Cache<StoredView>,
         rules: RulesSet,
         recorder: Recorder,
         scheduler: SchedulerClient<TracedChannel>,
@@ -586,7 +587,7 @@ impl Context {
             Some(namespace) => self.resource_bindings.get(Some(namespace), &key.name),
             None => self.cluster_resource_bindings.get(None, &key.name),
         };
-        view.map(|view| BindingView::clone(&view))
+        view.map(|stored| stored.view())
     }
 
     /// Reads a binding from the API (not the cache: decisions to write are made on current

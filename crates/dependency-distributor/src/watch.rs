@@ -34,7 +34,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::binding::BindingView;
+use crate::binding::{BindingView, StoredView};
 use crate::controller::Context;
 use crate::index::Key;
 use crate::metrics::metrics;
@@ -92,11 +92,12 @@ impl SyncGate {
 }
 
 /// Watches one binding kind into its cache until `shutdown`. The cache keeps each binding as
-/// its [`BindingView`] (`view_of`), the fields the distributor acts on, converted once per event.
+/// its [`BindingView`] (`view_of`), the fields the distributor acts on, converted once per event
+/// and packed ([`StoredView`]); the event's handler reads the view back to update the index.
 pub async fn watch_bindings<K>(
     ctx: Arc<Context>,
     api: Api<K>,
-    writer: CacheWriter<BindingView>,
+    writer: CacheWriter<StoredView>,
     view_of: fn(K) -> BindingView,
     part: SyncPart,
     gate: SyncGate,
@@ -104,9 +105,10 @@ pub async fn watch_bindings<K>(
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let on_update = move |update: Update<'_, BindingView>| {
+    let on_update = move |update: Update<'_, StoredView>| {
         match update {
-            Update::Applied { new: view, .. } => {
+            Update::Applied { new, .. } => {
+                let view = &new.view();
                 for dep in &view.dependencies {
                     ctx.watch_kind_of(dep);
                 }
@@ -117,8 +119,8 @@ pub async fn watch_bindings<K>(
                 ctx.enqueue(keys);
             }
             // Also a binding deleted while the watch was down (a relist no longer holds it).
-            Update::Deleted(view) => {
-                let keys = ctx.index().deleted(&view.key);
+            Update::Deleted(stored) => {
+                let keys = ctx.index().deleted(&stored.view().key);
                 ctx.enqueue(keys);
             }
             Update::Synced => {
@@ -130,7 +132,7 @@ pub async fn watch_bindings<K>(
     };
     tokio::select! {
         _ = shutdown.cancelled() => {}
-        () = flotilla_runtime::cache::run(api, writer, view_of, on_update) => {}
+        () = flotilla_runtime::cache::run(api, writer, move |binding| StoredView::of(&view_of(binding)), on_update) => {}
     }
 }
 
