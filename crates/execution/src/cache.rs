@@ -16,18 +16,26 @@
 //! - its manifests as 64-bit digests ([`manifest_digest`]);
 //! - the report of its first manifest (the workload): whether it is applied and why not,
 //!   computed once when the watch delivers the Work ([`work_applied`]), its health, and its
-//!   status as compact JSON text, parsed only when a binding's status is aggregated.
+//!   status as a packed record, read back only when a binding's status is aggregated.
 //!
 //! The cache is a [`flotilla_runtime::cache::Cache`] (no `ObjectMeta`, no kube-runtime store
 //! key): the watch converts each Work as it arrives, so a whole Work lives only while one watch
 //! event is handled.
+//!
+//! What Works repeat is shared, not copied (ADR 0019): the execution namespace (one per cluster)
+//! and the binding key (one per binding, five Works each with five members) are interned
+//! ([`flotilla_runtime::intern`]); the workload's status is a packed record
+//! ([`flotilla_runtime::packed`]), and the label and annotation hashes are one allocation.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use flotilla_api::work::ResourceHealth;
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, Work};
 use flotilla_overrides::{APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION};
+use flotilla_runtime::intern::Interner;
+use flotilla_runtime::packed::{Codec, Packed};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
@@ -39,11 +47,18 @@ use crate::overrides::detector_managed;
 use crate::status::work_applied;
 use crate::works::{BindingKind, DesiredWork, WORK_FINALIZER};
 
+/// Execution namespaces, shared by the Works in them.
+static NAMESPACES: Interner<str> = Interner::new();
+/// Binding keys, shared by the Works of one binding.
+static BINDINGS: Interner<BindingKey> = Interner::new();
+/// The codec of the workloads' statuses.
+static STATUSES: Codec = Codec::new();
+
 /// A Work as execution's watch cache keeps it (see the module docs).
 #[derive(Clone, Debug)]
 pub struct CachedWork {
     /// `metadata.namespace` (an execution namespace).
-    namespace: Box<str>,
+    namespace: Arc<str>,
     /// `metadata.name`.
     name: Box<str>,
     /// `metadata.generation`.
@@ -55,7 +70,7 @@ pub struct CachedWork {
     /// A hash of `metadata.finalizers` (a change of any finalizer needs the cluster's worker).
     finalizers: u64,
     /// The binding the Work belongs to ([`binding_of_work`]).
-    pub binding: Option<BindingKey>,
+    pub binding: Option<Arc<BindingKey>>,
     /// The namespace a propagated-namespace Work carries ([`PROPAGATED_NAMESPACE_LABEL`]).
     pub propagated_namespace: Option<Box<str>>,
     /// `spec.suspendDispatching`.
@@ -68,12 +83,12 @@ pub struct CachedWork {
     pub applied: (bool, Option<String>),
     /// The health of the first manifest (the workload) in its member.
     pub health: Option<ResourceHealth>,
-    /// The status of the first manifest in its member, as JSON text.
-    status_json: Option<Box<str>>,
-    /// [`pair_hash`] of every label, sorted.
-    labels: Box<[u64]>,
-    /// [`pair_hash`] of every annotation, sorted.
-    annotations: Box<[u64]>,
+    /// The status of the first manifest in its member, packed.
+    status: Option<Packed>,
+    /// [`pair_hash`] of every label, sorted, then of every annotation, sorted.
+    pairs: Box<[u64]>,
+    /// How many of `pairs` are labels.
+    labels: u32,
     /// [`records_hash`] of the override records.
     override_records: u64,
 }
@@ -81,11 +96,11 @@ pub struct CachedWork {
 impl From<Work> for CachedWork {
     fn from(work: Work) -> Self {
         let applied = work_applied(&work);
-        let binding = binding_of_work(&work);
-        let pairs = |map: &Option<BTreeMap<String, String>>| -> Box<[u64]> {
+        let binding = binding_of_work(&work).map(|key| BINDINGS.intern_value(key));
+        let sorted_pairs = |map: &Option<BTreeMap<String, String>>| -> Vec<u64> {
             let mut hashes: Vec<u64> = map.iter().flatten().map(|(k, v)| pair_hash(k, v)).collect();
             hashes.sort_unstable();
-            hashes.into()
+            hashes
         };
         let Work {
             metadata,
@@ -102,8 +117,11 @@ impl From<Work> for CachedWork {
             .flat_map(|s| s.manifest_statuses)
             .find(|m| m.identifier.ordinal == 0);
         let finalizers = metadata.finalizers.unwrap_or_default();
+        let mut pairs = sorted_pairs(&metadata.labels);
+        let labels = u32::try_from(pairs.len()).unwrap_or(u32::MAX);
+        pairs.extend(sorted_pairs(&metadata.annotations));
         Self {
-            namespace: metadata.namespace.unwrap_or_default().into_boxed_str(),
+            namespace: NAMESPACES.intern(metadata.namespace.as_deref().unwrap_or_default()),
             name: metadata.name.unwrap_or_default().into_boxed_str(),
             generation: metadata.generation,
             deleting: metadata.deletion_timestamp.is_some(),
@@ -124,11 +142,11 @@ impl From<Work> for CachedWork {
             manifest_hashes: spec.workload.manifests.iter().map(manifest_digest).collect(),
             applied,
             health: workload.as_ref().and_then(|m| m.health.clone()),
-            status_json: workload
+            status: workload
                 .and_then(|m| m.status)
-                .map(|status| status.to_string().into_boxed_str()),
-            labels: pairs(&metadata.labels),
-            annotations: pairs(&metadata.annotations),
+                .map(|status| STATUSES.pack(&status)),
+            pairs: pairs.into(),
+            labels,
             override_records,
         }
     }
@@ -153,20 +171,19 @@ impl CachedWork {
 
     /// Whether the Work has the label `key` with `value`.
     pub fn has_label(&self, key: &str, value: &str) -> bool {
-        self.labels.binary_search(&pair_hash(key, value)).is_ok()
+        let (labels, _) = self.pairs.split_at(self.labels as usize);
+        labels.binary_search(&pair_hash(key, value)).is_ok()
     }
 
     /// Whether the Work has the annotation `key` with `value`.
     pub fn has_annotation(&self, key: &str, value: &str) -> bool {
-        self.annotations.binary_search(&pair_hash(key, value)).is_ok()
+        let (_, annotations) = self.pairs.split_at(self.labels as usize);
+        annotations.binary_search(&pair_hash(key, value)).is_ok()
     }
 
     /// The first manifest's status in its member, if reported.
     pub fn status(&self) -> Option<Value> {
-        // The text was written from a JSON value above.
-        self.status_json
-            .as_deref()
-            .and_then(|text| serde_json::from_str(text).ok())
+        self.status.as_ref().map(|status| STATUSES.unpack(status))
     }
 
     /// Whether the Work already is `desired`: nothing the binding controller writes differs.
@@ -372,8 +389,8 @@ mod tests {
         assert!(!cached.deleting);
         assert!(cached.finalized);
         assert_eq!(
-            cached.binding,
-            Some(BindingKey {
+            cached.binding.as_deref(),
+            Some(&BindingKey {
                 kind: BindingKind::ResourceBinding,
                 namespace: "default".into(),
                 name: "a".into()
@@ -395,6 +412,33 @@ mod tests {
         assert!(!cached.has_label("resourcebinding.karmada.io/permanent-id", "uid-2"));
         assert!(cached.has_annotation("resourcebinding.karmada.io/name", "a"));
         assert!(!cached.has_annotation("resourcebinding.karmada.io/name", "b"));
+        // Labels and annotations share one allocation, not one lookup.
+        assert!(!cached.has_annotation("resourcebinding.karmada.io/permanent-id", "uid-1"));
+        assert!(!cached.has_label("resourcebinding.karmada.io/name", "a"));
+    }
+
+    #[test]
+    fn works_share_their_namespace_and_binding_key() {
+        let first = CachedWork::from(stored(&desired()));
+        let mut other = desired();
+        other.namespace = "karmada-es-member2".into();
+        let second = CachedWork::from(stored(&other));
+        let again = CachedWork::from(stored(&desired()));
+        // The five Works of a binding hold one key; the Works of a cluster one namespace.
+        assert!(Arc::ptr_eq(
+            first.binding.as_ref().unwrap(),
+            second.binding.as_ref().unwrap()
+        ));
+        assert!(Arc::ptr_eq(&first.namespace, &again.namespace));
+        assert_eq!(second.namespace(), "karmada-es-member2");
+        // A Work without labels or annotations has none of either.
+        let mut bare = stored(&desired());
+        bare.metadata.labels = None;
+        bare.metadata.annotations = None;
+        let bare = CachedWork::from(bare);
+        assert!(!bare.has_label("resourcebinding.karmada.io/permanent-id", "uid-1"));
+        assert!(!bare.has_annotation("resourcebinding.karmada.io/name", "a"));
+        assert_eq!(bare.binding, None);
     }
 
     #[test]

@@ -19,13 +19,15 @@
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues;
 //! - [`cache`]: compact watch caches holding a value of the caller's type per object;
-//! - [`packed`]: cache records kept as JSON compressed against a dictionary of their kind.
+//! - [`packed`]: cache records kept as JSON compressed against a dictionary of their kind;
+//! - [`intern`]: one shared copy of values many cached objects repeat.
 
 pub mod api_probe;
 pub mod cache;
 pub mod events;
 pub mod feature_gates;
 pub mod grpc;
+pub mod intern;
 pub mod leader;
 pub mod lean;
 pub mod lease;
