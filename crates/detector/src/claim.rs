@@ -22,7 +22,7 @@ use crate::keys::{PolicyKey, PolicyKind};
 use crate::matching::PolicyView;
 
 /// Which policy claims an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Claim {
     /// Claimed by a PropagationPolicy.
     PropagationPolicy {
@@ -77,27 +77,19 @@ impl Claim {
         )
     }
 
-    /// Whether typed metadata carries the claim of the policy `key` with permanent id `uid`:
-    /// [`Claim::read_metadata`] compared in place, without copying the claim out (the policy
-    /// counts ask this of every cached template).
-    pub fn is_claimed_by(metadata: &ObjectMeta, key: &PolicyKey, uid: &str) -> bool {
-        let labels = metadata.labels.as_ref();
-        let annotations = metadata.annotations.as_ref();
-        let found = read_parts(
-            |k| labels.and_then(|m| m.get(k)).map(String::as_str),
-            |k| annotations.and_then(|m| m.get(k)).map(String::as_str),
-        );
-        match found {
-            Some(ClaimParts::PropagationPolicy { namespace, name, id }) => {
+    /// Whether this is the claim of the policy `key` with permanent id `uid`, compared in
+    /// place (the policy counts ask this of every cached template).
+    pub fn is_of(&self, key: &PolicyKey, uid: &str) -> bool {
+        match self {
+            Claim::PropagationPolicy { namespace, name, id } => {
                 key.kind == PolicyKind::PropagationPolicy
-                    && key.namespace.as_deref() == Some(namespace)
-                    && key.name == name
+                    && key.namespace.as_deref() == Some(namespace.as_str())
+                    && key.name == *name
                     && id == uid
             }
-            Some(ClaimParts::ClusterPropagationPolicy { name, id }) => {
-                key.kind == PolicyKind::ClusterPropagationPolicy && key.name == name && id == uid
+            Claim::ClusterPropagationPolicy { name, id } => {
+                key.kind == PolicyKind::ClusterPropagationPolicy && key.name == *name && id == uid
             }
-            None => false,
         }
     }
 
@@ -292,7 +284,7 @@ mod tests {
         let metadata: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
         let claim = Claim::read_object(object);
         assert_eq!(Claim::read_metadata(&metadata), claim, "{object}");
-        // The in-place check agrees: true for exactly the claim read, false for any other
+        // The in-place comparison agrees: true for exactly the claim read, false for any other
         // policy key or id.
         let keys = [
             PolicyKey::propagation("default", "pp"),
@@ -307,7 +299,7 @@ mod tests {
                     .as_ref()
                     .is_some_and(|c| c.policy_key() == *key && c.id() == uid);
                 assert_eq!(
-                    Claim::is_claimed_by(&metadata, key, uid),
+                    claim.as_ref().is_some_and(|c| c.is_of(key, uid)),
                     expected,
                     "{object} {key:?} {uid}"
                 );

@@ -498,11 +498,11 @@ impl Detector {
                     .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind);
             for object in watch.cache.state() {
                 let in_scope = match view.key.kind {
-                    OverridePolicyKind::OverridePolicy => object.metadata.namespace == view.key.namespace,
+                    OverridePolicyKind::OverridePolicy => object.namespace() == view.key.namespace.as_deref(),
                     OverridePolicyKind::ClusterOverridePolicy => true,
                 };
                 if selects_kind && in_scope {
-                    self.template_changed(&gvk, &object.metadata);
+                    self.template_changed(&gvk, &object);
                 }
             }
         }
@@ -731,8 +731,8 @@ impl Detector {
         }
     }
 
-    fn template_changed(&self, gvk: &Gvk, metadata: &ObjectMeta) {
-        self.templates.add(TemplateKey::of(gvk, metadata));
+    fn template_changed(&self, gvk: &Gvk, template: &CachedTemplate) {
+        self.templates.add(template.key(gvk));
     }
 
     // ------------------------------------------------------------------------------------------
@@ -806,13 +806,7 @@ impl Detector {
             .filter(|gvk| gvk.is_well_formed() && !gvk.is_own_group())
             .collect();
         for (gvk, watch) in self.read_kinds().iter() {
-            if !kinds.contains(gvk)
-                && watch
-                    .cache
-                    .state()
-                    .iter()
-                    .any(|o| Claim::read_metadata(&o.metadata).is_some())
-            {
+            if !kinds.contains(gvk) && watch.cache.state().iter().any(|o| o.claim().is_some()) {
                 kinds.insert(gvk.clone());
             }
         }
@@ -878,7 +872,7 @@ impl Detector {
         let convert = move |object: DynamicObject| CachedTemplate::of(&converted_kind, object);
         let task = tokio::spawn(cache::run(api, writer, convert, move |update| match update {
             Update::Applied { new: template, .. } | Update::Deleted(template) => {
-                this.template_changed(&kind, &template.metadata);
+                this.template_changed(&kind, template);
             }
             Update::Synced => {
                 flag.store(true, Ordering::Release);
@@ -1069,7 +1063,7 @@ impl Detector {
             .collect();
         for (gvk, watch) in kinds {
             for object in watch.cache.state() {
-                self.template_changed(&gvk, &object.metadata);
+                self.template_changed(&gvk, &object);
             }
         }
     }
@@ -1425,14 +1419,13 @@ impl Detector {
                     .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind)
             });
             for object in watch.cache.state() {
-                let claimed_by_policy =
-                    || Claim::read_metadata(&object.metadata).is_some_and(|c| c.policy_key() == *key);
+                let claimed_by_policy = || object.claim().is_some_and(|c| c.policy_key() == *key);
                 let in_scope = match key.kind {
-                    PolicyKind::PropagationPolicy => object.metadata.namespace == key.namespace,
+                    PolicyKind::PropagationPolicy => object.namespace() == key.namespace.as_deref(),
                     PolicyKind::ClusterPropagationPolicy => true,
                 };
                 if (selected && in_scope) || claimed_by_policy() {
-                    self.template_changed(&gvk, &object.metadata);
+                    self.template_changed(&gvk, &object);
                 }
             }
         }
@@ -1461,7 +1454,7 @@ impl Detector {
         let mut counts = Counts::default();
         for (gvk, watch) in kinds {
             for object in watch.cache.state() {
-                if !Claim::is_claimed_by(&object.metadata, &view.key, &view.uid) {
+                if !object.claim().is_some_and(|c| c.is_of(&view.key, &view.uid)) {
                     continue;
                 }
                 counts.bound += 1;
