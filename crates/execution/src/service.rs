@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Mode::Off)]
     pub apply_once_only: Mode,
     /// How often everything is reconciled again without events (e.g. `30s`, `5m`).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_period)]
     pub resync_period: Duration,
     /// How often member clusters are probed for health.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -131,6 +131,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         _ => Err(format!(
             "invalid duration {text:?}: use e.g. 500ms, 30s, 5m or 1h"
         )),
+    }
+}
+
+/// A period: a [`parse_duration`] of more than zero (a timer cannot tick every 0 s).
+pub fn parse_period(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(format!(
+            "invalid period {text:?}: must be more than 0, e.g. 30s or 5m"
+        )),
+        period => Ok(period),
     }
 }
 
@@ -417,6 +427,14 @@ mod tests {
         assert_eq!(args.resync_period, Duration::from_secs(30));
         assert_eq!(args.kube.context.as_deref(), Some("control-plane"));
         assert!(Args::try_parse_from(["flotilla-execution", "--apply-once-only", "sometimes"]).is_err());
+        // A zero resync period is refused at the flag, naming it, not a panic of the timer.
+        let error = Args::try_parse_from(["flotilla-execution", "--resync-period", "0s"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--resync-period") && error.contains("must be more than 0"),
+            "{error}"
+        );
     }
 
     #[test]
