@@ -1089,8 +1089,8 @@ impl Detector {
         };
         let mut object = cached.json(&key.gvk);
         let mut content = cached.content.clone();
-        let previous = Claim::read_object(&object);
-        let policies = self.candidate_policies(&key.gvk, previous.as_ref());
+        let previous = cached.claim();
+        let policies = self.candidate_policies(&key.gvk, previous);
         let traceparent = flotilla_telemetry::propagation::current_traceparent();
         let mut binding = self.cached_binding(key);
         let overrides = self.override_candidates(key.namespace.as_deref());
@@ -1135,7 +1135,7 @@ impl Detector {
         if let Some(policy) = &plan.policy {
             span.record("policy", field::display(policy));
         }
-        self.mark_status_dirty(previous.as_ref().map(Claim::policy_key));
+        self.mark_status_dirty(previous.map(Claim::policy_key));
         self.mark_status_dirty(plan.policy.clone());
         self.execute(key, &resource, &object, binding, &plan).await?;
         Ok(plan.outcome)

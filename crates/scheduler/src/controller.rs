@@ -1,9 +1,9 @@
-//! The watch side: per binding kind, a watch into a cache of [`StoredBinding`]s (ADR 0016, 0018) and
-//! a work queue of binding keys,
-//! drained by workers that schedule each binding. Every binding is queued whenever it changes
-//! and every binding whenever the cluster inventory changes and every [`RESYNC`]. Scheduling a binding whose inputs
-//! did not change recomputes its result in memory and writes nothing, so this is cheap and
-//! needs no bookkeeping of which binding "needs" scheduling.
+//! The watch side: per binding kind, a watch into a cache of [`StoredBinding`]s (ADR 0016,
+//! 0018, 0019) and a work queue of binding keys, drained by workers that schedule each binding.
+//! A binding is queued whenever it changes, and every binding whenever the cluster inventory
+//! changes and once every [`RESYNC`]. Scheduling a binding whose inputs did not change
+//! recomputes its result in memory and writes nothing, so this is cheap and needs no
+//! bookkeeping of which binding "needs" scheduling.
 //!
 //! A missed gRPC call, a scheduler restart, a joined, removed or NotReady cluster, a changed
 //! placement or a reschedule request all arrive here as watch events.
