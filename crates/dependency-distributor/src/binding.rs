@@ -299,6 +299,9 @@ pub struct StoredView(Packed);
 /// The codec of [`StoredView`]s: their dictionary is learned from the first bindings.
 static VIEWS: Codec = Codec::new();
 
+/// The view is packed whole, name included: the cache keeps a key beside it.
+impl flotilla_runtime::cache::Keyed for StoredView {}
+
 impl StoredView {
     /// `view`, packed.
     pub fn of(view: &BindingView) -> Self {

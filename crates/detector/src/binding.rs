@@ -214,6 +214,9 @@ struct StoredAnnotationsMeta {
     annotations: std::collections::BTreeMap<String, String>,
 }
 
+/// The binding's name is in the packed body only: the cache keeps a key beside it.
+impl flotilla_runtime::cache::Keyed for CachedBinding {}
+
 impl CachedBinding {
     /// The cached form of a ResourceBinding.
     pub fn of_resource_binding(binding: &ResourceBinding) -> Self {

@@ -69,6 +69,12 @@ pub struct CachedTemplate {
     pub content: TemplateContent,
 }
 
+impl flotilla_runtime::cache::Keyed for CachedTemplate {
+    fn object_key(&self) -> Option<(&str, &str)> {
+        Some((self.namespace.as_deref().unwrap_or_default(), &self.name))
+    }
+}
+
 impl CachedTemplate {
     /// The cached form of a template of kind `gvk` as the watch delivered it.
     pub fn of(gvk: &Gvk, mut object: DynamicObject) -> Self {

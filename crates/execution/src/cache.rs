@@ -152,6 +152,12 @@ impl From<Work> for CachedWork {
     }
 }
 
+impl flotilla_runtime::cache::Keyed for CachedWork {
+    fn object_key(&self) -> Option<(&str, &str)> {
+        Some((&self.namespace, &self.name))
+    }
+}
+
 impl CachedWork {
     /// `metadata.namespace`.
     pub fn namespace(&self) -> &str {
@@ -239,6 +245,12 @@ pub struct CachedBinding {
     resource_namespace: Option<Box<str>>,
     /// Whether the detector manages the binding ([`detector_managed`]).
     pub detector_managed: bool,
+}
+
+impl flotilla_runtime::cache::Keyed for CachedBinding {
+    fn object_key(&self) -> Option<(&str, &str)> {
+        Some((&self.key.namespace, &self.key.name))
+    }
 }
 
 impl CachedBinding {

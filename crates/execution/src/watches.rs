@@ -339,7 +339,7 @@ fn conditions_of(cluster: &Cluster) -> Conditions {
 fn spawn_cache<K, V, C, F>(ctx: &Arc<Context>, api: Api<K>, writer: CacheWriter<V>, convert: C, on_update: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    V: Send + Sync + 'static,
+    V: flotilla_runtime::cache::Keyed + Send + Sync + 'static,
     C: FnMut(K) -> V + Send + 'static,
     F: FnMut(Update<'_, V>) + Send + 'static,
 {

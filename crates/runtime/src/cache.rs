@@ -5,8 +5,10 @@
 //! the name, namespace, uid and resourceVersion out of the object: for a kind with a hundred
 //! thousand objects (execution's Works at 10,000 templates x 5 members + namespaces) the key and
 //! the inline `ObjectMeta` alone are about 1 KiB per object before any field is read. A
-//! [`Cache`] keeps, per object, one `"namespace/name"` key, a 64-bit hash of the uid and an
-//! `Arc` of the converted value; what the value holds is the caller's choice.
+//! [`Cache`] keeps, per object, a 64-bit hash of the uid and an `Arc` of the converted value;
+//! what the value holds is the caller's choice. A value that holds its object's namespace and
+//! name says so ([`Keyed`]) and is found by them; for any other value the cache keeps a
+//! `"namespace/name"` key beside it (at 100,000 objects that key is ~6 MiB of allocations).
 //!
 //! [`run`] keeps a cache in sync with the same rules as [`crate::watch::run`]: a failed watch is
 //! retried with backoff and logged once per episode; a handler never hears of an object before
@@ -15,13 +17,14 @@
 //! name, are reported deleted first). An update carries the value it replaced, so a handler can
 //! tell what changed without keeping a copy of its own.
 
-use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::fmt::Debug;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as Slot;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
@@ -56,12 +59,86 @@ impl<'a, V> Update<'a, V> {
     }
 }
 
+/// A cached value that may hold the namespace and name of its object; a [`Cache`] then keeps
+/// no key of its own for it.
+pub trait Keyed {
+    /// The object's namespace (`""` when cluster-scoped) and name, if the value holds them.
+    /// The default, `None`, makes the cache keep a key beside the value. A value answering with
+    /// anything but its object's namespace and name gets a key kept too (the cache compares),
+    /// so a wrong answer costs memory, never a wrong lookup.
+    fn object_key(&self) -> Option<(&str, &str)> {
+        None
+    }
+}
+
 struct Entry<V> {
+    /// `"namespace/name"` (`"name"` when cluster-scoped) when the value does not hold them.
+    key: Option<Box<str>>,
     uid: u64,
     value: Arc<V>,
 }
 
-type Entries<V> = HashMap<Box<str>, Entry<V>>;
+impl<V: Keyed> Entry<V> {
+    /// The object's namespace (`""` when cluster-scoped) and name.
+    fn key(&self) -> (&str, &str) {
+        match &self.key {
+            Some(key) => split_key(key),
+            None => self.value.object_key().unwrap_or_default(),
+        }
+    }
+}
+
+/// The objects of a cache by namespace and name, hashed with the cache's `RandomState`.
+struct Entries<V> {
+    table: HashTable<Entry<V>>,
+    hasher: RandomState,
+}
+
+impl<V: Keyed> Entries<V> {
+    fn new(hasher: RandomState) -> Self {
+        Self {
+            table: HashTable::new(),
+            hasher,
+        }
+    }
+
+    fn hash(hasher: &RandomState, (namespace, name): (&str, &str)) -> u64 {
+        let mut state = hasher.build_hasher();
+        state.write(namespace.as_bytes());
+        state.write_u8(b'/');
+        state.write(name.as_bytes());
+        state.finish()
+    }
+
+    fn get(&self, key: (&str, &str)) -> Option<&Entry<V>> {
+        self.table
+            .find(Self::hash(&self.hasher, key), |entry| entry.key() == key)
+    }
+
+    /// Stores `entry`; returns the entry it replaced.
+    fn insert(&mut self, entry: Entry<V>) -> Option<Entry<V>> {
+        let key = entry.key();
+        let hasher = &self.hasher;
+        match self.table.entry(
+            Self::hash(hasher, key),
+            |other| other.key() == key,
+            |other| Self::hash(hasher, other.key()),
+        ) {
+            Slot::Occupied(mut slot) => Some(std::mem::replace(slot.get_mut(), entry)),
+            Slot::Vacant(slot) => {
+                slot.insert(entry);
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, key: (&str, &str)) -> Option<Entry<V>> {
+        self.table
+            .find_entry(Self::hash(&self.hasher, key), |entry| entry.key() == key)
+            .ok()
+            .map(|slot| slot.remove().0)
+    }
+}
 
 struct Shared<V> {
     entries: RwLock<Entries<V>>,
@@ -88,11 +165,11 @@ pub struct CacheWriter<V> {
     listing: Option<Entries<V>>,
 }
 
-impl<V> Cache<V> {
+impl<V: Keyed> Cache<V> {
     /// An empty cache (not ready) and its writer.
     pub fn new() -> (Cache<V>, CacheWriter<V>) {
         let shared = Arc::new(Shared {
-            entries: RwLock::new(HashMap::new()),
+            entries: RwLock::new(Entries::new(RandomState::new())),
             ready: tokio::sync::watch::Sender::new(false),
         });
         (
@@ -108,23 +185,23 @@ impl<V> Cache<V> {
 
     /// The value of the object `name` in `namespace` (`None` for a cluster-scoped kind).
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<V>> {
-        let key = key(namespace, name);
         self.read()
-            .get(key.as_str())
+            .get((namespace.unwrap_or_default(), name))
             .map(|entry| Arc::clone(&entry.value))
     }
 
     /// Every value the cache holds, in no particular order.
     pub fn state(&self) -> Vec<Arc<V>> {
         self.read()
-            .values()
+            .table
+            .iter()
             .map(|entry| Arc::clone(&entry.value))
             .collect()
     }
 
     /// How many objects the cache holds.
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().table.len()
     }
 
     /// Whether the cache holds no object.
@@ -161,13 +238,19 @@ impl<V> Shared<V> {
     }
 }
 
-/// The cache key of an object: `namespace/name`, or `name` for a cluster-scoped object (names
-/// cannot contain `/`).
-fn key(namespace: Option<&str>, name: &str) -> String {
+/// The key a cache keeps for a value that does not hold its object's namespace and name:
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn stored_key(namespace: Option<&str>, name: &str) -> Box<str> {
     match namespace {
-        Some(namespace) if !namespace.is_empty() => format!("{namespace}/{name}"),
-        _ => name.to_owned(),
+        Some(namespace) if !namespace.is_empty() => format!("{namespace}/{name}").into(),
+        _ => name.into(),
     }
+}
+
+/// The namespace (`""` when cluster-scoped) and name of a [`stored_key`] (names and namespaces
+/// cannot contain `/`).
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
 }
 
 fn uid_hash(uid: Option<&str>) -> u64 {
@@ -182,6 +265,7 @@ fn uid_hash(uid: Option<&str>) -> u64 {
 pub async fn run<K, V, C, F>(api: Api<K>, mut writer: CacheWriter<V>, mut convert: C, mut handle: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    V: Keyed,
     C: FnMut(K) -> V + Send,
     F: FnMut(Update<'_, V>) + Send,
 {
@@ -192,13 +276,18 @@ where
     }
 }
 
-impl<V> CacheWriter<V> {
+impl<V: Keyed> CacheWriter<V> {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
         self.shared.read()
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<V>> {
         self.shared.write()
+    }
+
+    /// An empty table hashing like the cache's (a completed list replaces the cache's table).
+    fn empty(&self) -> Entries<V> {
+        Entries::new(self.read().hasher.clone())
     }
 
     /// Applies one watch event to the cache, then reports it.
@@ -208,25 +297,24 @@ impl<V> CacheWriter<V> {
         convert: &mut impl FnMut(K) -> V,
         handle: &mut impl FnMut(Update<'_, V>),
     ) {
-        let key_of = |object: &K| {
+        let mut entry = |object: K| -> Entry<V> {
             let meta = object.meta();
-            key(
+            let uid = uid_hash(meta.uid.as_deref());
+            // Built before `convert` takes the object; dropped when the value holds the key.
+            let key = stored_key(
                 meta.namespace.as_deref(),
                 meta.name.as_deref().unwrap_or_default(),
-            )
-        };
-        let mut entry = |object: K| -> (Box<str>, Entry<V>) {
-            let key = key_of(&object).into_boxed_str();
-            let uid = uid_hash(object.meta().uid.as_deref());
+            );
             let value = Arc::new(convert(object));
-            (key, Entry { uid, value })
+            let key = (value.object_key() != Some(split_key(&key))).then_some(key);
+            Entry { key, uid, value }
         };
         match event {
             Event::Apply(object) => {
-                let (key, new) = entry(object);
+                let new = entry(object);
                 let value = Arc::clone(&new.value);
                 let uid = new.uid;
-                let replaced = self.write().insert(key, new);
+                let replaced = self.write().insert(new);
                 match replaced {
                     Some(old) if old.uid == uid => handle(Update::Applied {
                         old: Some(&old.value),
@@ -244,36 +332,47 @@ impl<V> CacheWriter<V> {
                 }
             }
             Event::Delete(object) => {
-                let removed = self.write().remove(key_of(&object).as_str());
+                let meta = object.meta();
+                let removed = self.write().remove((
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default(),
+                ));
                 // The cache's value if it held one; the deleted object's last state, converted,
                 // only if it did not.
                 match removed {
                     Some(cached) => handle(Update::Deleted(&cached.value)),
-                    None => handle(Update::Deleted(&entry(object).1.value)),
+                    None => handle(Update::Deleted(&entry(object).value)),
                 }
             }
-            Event::Init => self.listing = Some(HashMap::new()),
+            Event::Init => self.listing = Some(self.empty()),
             Event::InitApply(object) => {
-                let (key, new) = entry(object);
-                self.listing.get_or_insert_with(HashMap::new).insert(key, new);
+                let new = entry(object);
+                if self.listing.is_none() {
+                    self.listing = Some(self.empty());
+                }
+                if let Some(listing) = self.listing.as_mut() {
+                    listing.insert(new);
+                }
             }
             Event::InitDone => {
-                let listed = self.listing.take().unwrap_or_default();
+                let listed = self.listing.take().unwrap_or_else(|| self.empty());
                 // Only this writer writes the cache, so nothing changes it between this read
                 // and the swap below.
                 let (applied, gone) = {
                     let current = self.read();
                     let applied: Vec<(Option<Arc<V>>, Arc<V>)> = listed
+                        .table
                         .iter()
-                        .map(|(key, entry)| {
-                            let old = current.get(key).filter(|old| old.uid == entry.uid);
+                        .map(|entry| {
+                            let old = current.get(entry.key()).filter(|old| old.uid == entry.uid);
                             (old.map(|old| Arc::clone(&old.value)), Arc::clone(&entry.value))
                         })
                         .collect();
                     let gone: Vec<Arc<V>> = current
+                        .table
                         .iter()
-                        .filter(|(key, old)| listed.get(*key).is_none_or(|entry| entry.uid != old.uid))
-                        .map(|(_, old)| Arc::clone(&old.value))
+                        .filter(|old| listed.get(old.key()).is_none_or(|entry| entry.uid != old.uid))
+                        .map(|old| Arc::clone(&old.value))
                         .collect();
                     (applied, gone)
                 };
@@ -301,9 +400,46 @@ mod tests {
 
     use super::*;
 
-    /// A ConfigMap's cached value: its name and its `v` data entry.
+    /// What a test's cached values answer to [`Keyed::object_key`].
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Holds {
+        /// Nothing: the cache keeps a key.
+        Nothing,
+        /// Their object's namespace and name: the cache keeps none.
+        Key,
+        /// Another object's: the cache must notice and keep a key.
+        Wrong,
+    }
+
+    thread_local! {
+        /// What the values converted on this test's thread hold.
+        static HOLDS: std::cell::Cell<Holds> = const { std::cell::Cell::new(Holds::Nothing) };
+    }
+
+    /// Runs `test` once for each way a value may hold its key.
+    fn each_way(test: fn()) {
+        for holds in [Holds::Nothing, Holds::Key, Holds::Wrong] {
+            HOLDS.set(holds);
+            test();
+        }
+    }
+
+    /// A ConfigMap's cached value: its name and its `v` data entry (and what it answers to
+    /// [`Keyed::object_key`]).
     #[derive(Debug, PartialEq)]
-    struct Value(String, String);
+    struct Value(String, String, Holds);
+
+    impl Keyed for Value {
+        fn object_key(&self) -> Option<(&str, &str)> {
+            match self.2 {
+                Holds::Nothing => None,
+                Holds::Key => Some(("ns", &self.0)),
+                Holds::Wrong => Some(("ns", "another")),
+            }
+        }
+    }
+
+    impl Keyed for String {}
 
     fn map(name: &str, uid: &str, v: &str) -> ConfigMap {
         ConfigMap {
@@ -322,6 +458,7 @@ mod tests {
         Value(
             map.metadata.name.unwrap_or_default(),
             map.data.and_then(|d| d.get("v").cloned()).unwrap_or_default(),
+            HOLDS.get(),
         )
     }
 
@@ -364,107 +501,142 @@ mod tests {
 
     #[test]
     fn a_list_is_reported_once_it_completed_and_served_from_then_on() {
-        let (cache, mut writer) = Cache::new();
-        assert!(!cache.is_ready());
-        let seen = feed(
-            &mut writer,
-            vec![Event::Init, Event::InitApply(map("a", "1", "x"))],
-        );
-        assert_eq!(
-            seen,
-            Vec::<String>::new(),
-            "nothing is reported before the list completed"
-        );
-        assert_eq!(cached(&cache, "a"), None, "nor served");
-        let seen = feed(
-            &mut writer,
-            vec![Event::InitApply(map("b", "2", "y")), Event::InitDone],
-        );
-        assert_eq!(seen, ["applied a=x (was -)", "applied b=y (was -)", "synced"]);
-        assert!(cache.is_ready());
-        assert_eq!(cached(&cache, "a").as_deref(), Some("x"));
-        assert_eq!(
-            cache.get(Some("other"), "a"),
-            None,
-            "the namespace is part of the key"
-        );
-        assert_eq!(cache.len(), 2);
-        let mut values: Vec<String> = cache.state().iter().map(|v| v.1.clone()).collect();
-        values.sort();
-        assert_eq!(values, ["x", "y"]);
+        each_way(|| {
+            let (cache, mut writer) = Cache::new();
+            assert!(!cache.is_ready());
+            let seen = feed(
+                &mut writer,
+                vec![Event::Init, Event::InitApply(map("a", "1", "x"))],
+            );
+            assert_eq!(
+                seen,
+                Vec::<String>::new(),
+                "nothing is reported before the list completed"
+            );
+            assert_eq!(cached(&cache, "a"), None, "nor served");
+            let seen = feed(
+                &mut writer,
+                vec![Event::InitApply(map("b", "2", "y")), Event::InitDone],
+            );
+            assert_eq!(seen, ["applied a=x (was -)", "applied b=y (was -)", "synced"]);
+            assert!(cache.is_ready());
+            assert_eq!(cached(&cache, "a").as_deref(), Some("x"));
+            assert_eq!(
+                cache.get(Some("other"), "a"),
+                None,
+                "the namespace is part of the key"
+            );
+            assert_eq!(cache.len(), 2);
+            let mut values: Vec<String> = cache.state().iter().map(|v| v.1.clone()).collect();
+            values.sort();
+            assert_eq!(values, ["x", "y"]);
+        });
     }
 
     #[test]
     fn a_change_carries_the_value_it_replaced() {
-        let (cache, mut writer) = listed(map("a", "1", "x"));
-        let seen = feed(&mut writer, vec![Event::Apply(map("a", "1", "z"))]);
-        assert_eq!(seen, ["applied a=z (was x)"]);
-        assert_eq!(cached(&cache, "a").as_deref(), Some("z"));
-        let seen = feed(&mut writer, vec![Event::Apply(map("new", "9", "n"))]);
-        assert_eq!(seen, ["applied new=n (was -)"]);
+        each_way(|| {
+            let (cache, mut writer) = listed(map("a", "1", "x"));
+            let seen = feed(&mut writer, vec![Event::Apply(map("a", "1", "z"))]);
+            assert_eq!(seen, ["applied a=z (was x)"]);
+            assert_eq!(cached(&cache, "a").as_deref(), Some("z"));
+            let seen = feed(&mut writer, vec![Event::Apply(map("new", "9", "n"))]);
+            assert_eq!(seen, ["applied new=n (was -)"]);
+        });
     }
 
     #[test]
     fn an_object_created_again_under_its_name_is_another_object() {
-        let (cache, mut writer) = listed(map("a", "1", "x"));
-        let seen = feed(&mut writer, vec![Event::Apply(map("a", "2", "y"))]);
-        assert_eq!(seen, ["applied a=y (was -)", "deleted a=x"]);
-        assert_eq!(cached(&cache, "a").as_deref(), Some("y"));
+        each_way(|| {
+            let (cache, mut writer) = listed(map("a", "1", "x"));
+            let seen = feed(&mut writer, vec![Event::Apply(map("a", "2", "y"))]);
+            assert_eq!(seen, ["applied a=y (was -)", "deleted a=x"]);
+            assert_eq!(cached(&cache, "a").as_deref(), Some("y"));
+        });
     }
 
     #[test]
     fn a_deletion_reports_the_cached_value_and_forgets_it() {
-        let (cache, mut writer) = listed(map("a", "1", "x"));
-        // The deleted object's last state may be newer than the cache's.
-        let seen = feed(&mut writer, vec![Event::Delete(map("a", "1", "later"))]);
-        assert_eq!(seen, ["deleted a=x"]);
-        assert_eq!(cached(&cache, "a"), None);
-        assert!(cache.is_empty());
-        // A deletion of an object never cached is still reported.
-        let seen = feed(&mut writer, vec![Event::Delete(map("b", "2", "y"))]);
-        assert_eq!(seen, ["deleted b=y"]);
+        each_way(|| {
+            let (cache, mut writer) = listed(map("a", "1", "x"));
+            // The deleted object's last state may be newer than the cache's.
+            let seen = feed(&mut writer, vec![Event::Delete(map("a", "1", "later"))]);
+            assert_eq!(seen, ["deleted a=x"]);
+            assert_eq!(cached(&cache, "a"), None);
+            assert!(cache.is_empty());
+            // A deletion of an object never cached is still reported.
+            let seen = feed(&mut writer, vec![Event::Delete(map("b", "2", "y"))]);
+            assert_eq!(seen, ["deleted b=y"]);
+        });
     }
 
     #[test]
     fn a_relist_reports_what_went_what_came_back_and_what_changed() {
-        let (cache, mut writer) = Cache::new();
-        feed(
-            &mut writer,
-            vec![
-                Event::Init,
-                Event::InitApply(map("kept", "1", "x")),
-                Event::InitApply(map("gone", "2", "x")),
-                Event::InitApply(map("recreated", "3", "x")),
-                Event::InitDone,
-            ],
-        );
-        let seen = feed(
-            &mut writer,
-            vec![
-                Event::Init,
-                Event::InitApply(map("kept", "1", "y")),
-                Event::InitApply(map("recreated", "4", "y")),
-            ],
-        );
-        assert_eq!(seen, Vec::<String>::new());
-        assert_eq!(
-            cached(&cache, "gone").as_deref(),
-            Some("x"),
-            "served until the relist completed"
-        );
-        let seen = feed(&mut writer, vec![Event::InitDone]);
-        assert_eq!(
-            seen,
-            [
-                "applied kept=y (was x)",
-                "applied recreated=y (was -)",
-                "deleted gone=x",
-                "deleted recreated=x",
-                "synced",
-            ]
-        );
-        assert_eq!(cached(&cache, "gone"), None);
-        assert_eq!(cache.len(), 2);
+        each_way(|| {
+            let (cache, mut writer) = Cache::new();
+            feed(
+                &mut writer,
+                vec![
+                    Event::Init,
+                    Event::InitApply(map("kept", "1", "x")),
+                    Event::InitApply(map("gone", "2", "x")),
+                    Event::InitApply(map("recreated", "3", "x")),
+                    Event::InitDone,
+                ],
+            );
+            let seen = feed(
+                &mut writer,
+                vec![
+                    Event::Init,
+                    Event::InitApply(map("kept", "1", "y")),
+                    Event::InitApply(map("recreated", "4", "y")),
+                ],
+            );
+            assert_eq!(seen, Vec::<String>::new());
+            assert_eq!(
+                cached(&cache, "gone").as_deref(),
+                Some("x"),
+                "served until the relist completed"
+            );
+            let seen = feed(&mut writer, vec![Event::InitDone]);
+            assert_eq!(
+                seen,
+                [
+                    "applied kept=y (was x)",
+                    "applied recreated=y (was -)",
+                    "deleted gone=x",
+                    "deleted recreated=x",
+                    "synced",
+                ]
+            );
+            assert_eq!(cached(&cache, "gone"), None);
+            assert_eq!(cache.len(), 2);
+        });
+    }
+
+    #[test]
+    fn only_a_value_holding_its_own_key_is_stored_without_one() {
+        each_way(|| {
+            let (cache, _writer) = listed(map("a", "1", "x"));
+            let entries = cache.read();
+            let entry = entries.table.iter().next().unwrap();
+            assert_eq!(
+                entry.key.is_none(),
+                HOLDS.get() == Holds::Key,
+                "{:?}",
+                HOLDS.get()
+            );
+            assert_eq!(entry.key(), ("ns", "a"));
+        });
+    }
+
+    /// A cluster-scoped object's cached value holding its name.
+    struct Named(String);
+
+    impl Keyed for Named {
+        fn object_key(&self) -> Option<(&str, &str)> {
+            Some(("", &self.0))
+        }
     }
 
     #[test]
@@ -490,6 +662,28 @@ mod tests {
             cache.get(Some(""), "team").as_deref().map(String::as_str),
             Some("team")
         );
+        // Also when the value holds the name (and no key is kept).
+        let (named, mut writer) = Cache::<Named>::new();
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some("team".into()),
+                uid: Some("1".into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let mut convert = |n: Namespace| Named(n.metadata.name.unwrap_or_default());
+        for event in [Event::Init, Event::InitApply(namespace.clone()), Event::InitDone] {
+            writer.apply(event, &mut convert, &mut |_| {});
+        }
+        assert!(named.read().table.iter().all(|entry| entry.key.is_none()));
+        assert_eq!(
+            named.get(None, "team").map(|n| n.0.clone()).as_deref(),
+            Some("team")
+        );
+        assert!(named.get(Some("team"), "").is_none());
+        writer.apply(Event::Delete(namespace), &mut convert, &mut |_| {});
+        assert!(named.is_empty());
     }
 
     #[tokio::test]

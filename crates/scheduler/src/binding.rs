@@ -268,6 +268,12 @@ struct Stored {
     status: Option<ResourceBindingStatus>,
 }
 
+impl flotilla_runtime::cache::Keyed for StoredBinding {
+    fn object_key(&self) -> Option<(&str, &str)> {
+        Some((self.namespace.as_deref().unwrap_or_default(), &self.name))
+    }
+}
+
 impl StoredBinding {
     /// The stored form of `binding` as the watch delivers it (written from it, without the
     /// copy a [`CachedBinding`] would make).
