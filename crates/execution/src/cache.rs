@@ -25,8 +25,10 @@
 //! What Works repeat is shared, not copied (ADR 0019): the execution namespace (one per cluster)
 //! and the binding key (one per binding, five Works each with five members) are interned
 //! ([`flotilla_runtime::intern`]); the workload's status is a packed record
-//! ([`flotilla_runtime::packed`]), and the label and annotation hashes are one allocation.
+//! ([`flotilla_runtime::packed`]); the manifest digests and the label and annotation hashes are one
+//! allocation; the name is shared with the cluster's work queue while the Work waits there.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -59,49 +61,47 @@ static STATUSES: Codec = Codec::new();
 pub struct CachedWork {
     /// `metadata.namespace` (an execution namespace).
     namespace: Arc<str>,
-    /// `metadata.name`.
-    name: Box<str>,
+    /// `metadata.name`, shared with the cluster's work queue while the Work waits in it.
+    name: Arc<str>,
     /// `metadata.generation`.
     pub generation: Option<i64>,
     /// Whether `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// Whether `metadata.finalizers` holds [`WORK_FINALIZER`].
     finalized: bool,
-    /// A hash of `metadata.finalizers` (a change of any finalizer needs the cluster's worker).
-    finalizers: u64,
-    /// The binding the Work belongs to ([`binding_of_work`]).
-    pub binding: Option<Arc<BindingKey>>,
-    /// The namespace a propagated-namespace Work carries ([`PROPAGATED_NAMESPACE_LABEL`]).
-    pub propagated_namespace: Option<Box<str>>,
     /// `spec.suspendDispatching`.
     pub suspend_dispatching: Option<bool>,
     /// `spec.preserveResourcesOnDeletion`.
     pub preserve_resources_on_deletion: Option<bool>,
-    /// [`manifest_digest`] of each manifest, in order.
-    manifest_hashes: Box<[u64]>,
-    /// Whether the member objects hold the current manifests, and if not why ([`work_applied`]).
-    pub applied: (bool, Option<String>),
+    /// How many of `hashes` are manifests.
+    manifests: u32,
+    /// How many of `hashes` after the manifests are labels.
+    labels: u32,
+    /// A hash of `metadata.finalizers` (a change of any finalizer needs the cluster's worker).
+    finalizers: u64,
+    /// [`records_hash`] of the override records.
+    override_records: u64,
+    /// The binding the Work belongs to ([`binding_of_work`]).
+    pub binding: Option<Arc<BindingKey>>,
+    /// The namespace a propagated-namespace Work carries ([`PROPAGATED_NAMESPACE_LABEL`]).
+    pub propagated_namespace: Option<Box<str>>,
+    /// One allocation: [`manifest_digest`] of each manifest, in order, then [`pair_hash`] of
+    /// every label, sorted, then of every annotation, sorted.
+    hashes: Box<[u64]>,
+    /// Why the member objects do not hold the current manifests, if they do not
+    /// ([`work_applied`]).
+    not_applied: Option<Cow<'static, str>>,
     /// The health of the first manifest (the workload) in its member.
     pub health: Option<ResourceHealth>,
     /// The status of the first manifest in its member, packed.
     status: Option<Packed>,
-    /// [`pair_hash`] of every label, sorted, then of every annotation, sorted.
-    pairs: Box<[u64]>,
-    /// How many of `pairs` are labels.
-    labels: u32,
-    /// [`records_hash`] of the override records.
-    override_records: u64,
 }
 
 impl From<Work> for CachedWork {
     fn from(work: Work) -> Self {
-        let applied = work_applied(&work);
+        let not_applied = work_applied(&work).err();
         let binding = binding_of_work(&work).map(|key| BINDINGS.intern_value(key));
-        let sorted_pairs = |map: &Option<BTreeMap<String, String>>| -> Vec<u64> {
-            let mut hashes: Vec<u64> = map.iter().flatten().map(|(k, v)| pair_hash(k, v)).collect();
-            hashes.sort_unstable();
-            hashes
-        };
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let Work {
             metadata,
             spec,
@@ -117,37 +117,44 @@ impl From<Work> for CachedWork {
             .flat_map(|s| s.manifest_statuses)
             .find(|m| m.identifier.ordinal == 0);
         let finalizers = metadata.finalizers.unwrap_or_default();
-        let mut pairs = sorted_pairs(&metadata.labels);
-        let labels = u32::try_from(pairs.len()).unwrap_or(u32::MAX);
-        pairs.extend(sorted_pairs(&metadata.annotations));
+        let manifests = &spec.workload.manifests;
+        let label_count = metadata.labels.as_ref().map_or(0, BTreeMap::len);
+        let annotation_count = metadata.annotations.as_ref().map_or(0, BTreeMap::len);
+        let mut hashes = Vec::with_capacity(manifests.len() + label_count + annotation_count);
+        hashes.extend(manifests.iter().map(manifest_digest));
+        for map in [&metadata.labels, &metadata.annotations] {
+            let start = hashes.len();
+            hashes.extend(map.iter().flatten().map(|(k, v)| pair_hash(k, v)));
+            hashes[start..].sort_unstable();
+        }
         Self {
             namespace: NAMESPACES.intern(metadata.namespace.as_deref().unwrap_or_default()),
-            name: metadata.name.unwrap_or_default().into_boxed_str(),
+            name: metadata.name.as_deref().unwrap_or_default().into(),
             generation: metadata.generation,
             deleting: metadata.deletion_timestamp.is_some(),
             finalized: finalizers.iter().any(|f| f == WORK_FINALIZER),
+            suspend_dispatching: spec.suspend_dispatching,
+            preserve_resources_on_deletion: spec.preserve_resources_on_deletion,
+            manifests: count(manifests.len()),
+            labels: count(label_count),
             finalizers: {
                 let mut hasher = DefaultHasher::new();
                 finalizers.hash(&mut hasher);
                 hasher.finish()
             },
+            override_records,
             binding,
             propagated_namespace: metadata
                 .labels
                 .as_ref()
                 .and_then(|l| l.get(PROPAGATED_NAMESPACE_LABEL))
                 .map(|n| n.as_str().into()),
-            suspend_dispatching: spec.suspend_dispatching,
-            preserve_resources_on_deletion: spec.preserve_resources_on_deletion,
-            manifest_hashes: spec.workload.manifests.iter().map(manifest_digest).collect(),
-            applied,
+            hashes: hashes.into(),
+            not_applied,
             health: workload.as_ref().and_then(|m| m.health.clone()),
             status: workload
                 .and_then(|m| m.status)
                 .map(|status| STATUSES.pack(&status)),
-            pairs: pairs.into(),
-            labels,
-            override_records,
         }
     }
 }
@@ -169,22 +176,41 @@ impl CachedWork {
         &self.name
     }
 
+    /// `metadata.name`, shared (a work queue key costs no copy of it).
+    pub fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
+    }
+
     /// What of the Work, when it changes, needs its cluster's worker: generation, whether it is
     /// being deleted, finalizers. Status-only changes (the worker's own writes) do not move it.
     pub fn worker_signature(&self) -> (Option<i64>, bool, u64) {
         (self.generation, self.deleting, self.finalizers)
     }
 
+    /// Whether the member objects hold the current manifests: `Ok`, or why not
+    /// ([`work_applied`]).
+    pub fn applied(&self) -> Result<(), &str> {
+        self.not_applied.as_deref().map_or(Ok(()), Err)
+    }
+
+    /// The digests of the manifests, in order.
+    fn manifest_hashes(&self) -> &[u64] {
+        &self.hashes[..self.manifests as usize]
+    }
+
+    /// The label pair hashes (sorted) and the annotation pair hashes (sorted).
+    fn pairs(&self) -> (&[u64], &[u64]) {
+        self.hashes[self.manifests as usize..].split_at(self.labels as usize)
+    }
+
     /// Whether the Work has the label `key` with `value`.
     pub fn has_label(&self, key: &str, value: &str) -> bool {
-        let (labels, _) = self.pairs.split_at(self.labels as usize);
-        labels.binary_search(&pair_hash(key, value)).is_ok()
+        self.pairs().0.binary_search(&pair_hash(key, value)).is_ok()
     }
 
     /// Whether the Work has the annotation `key` with `value`.
     pub fn has_annotation(&self, key: &str, value: &str) -> bool {
-        let (_, annotations) = self.pairs.split_at(self.labels as usize);
-        annotations.binary_search(&pair_hash(key, value)).is_ok()
+        self.pairs().1.binary_search(&pair_hash(key, value)).is_ok()
     }
 
     /// The first manifest's status in its member, if reported.
@@ -217,9 +243,9 @@ impl CachedWork {
 
     /// Whether the Work has exactly `manifests`, in order.
     pub fn has_manifests(&self, manifests: &[Value]) -> bool {
-        self.manifest_hashes.len() == manifests.len()
-            && self
-                .manifest_hashes
+        let hashes = self.manifest_hashes();
+        hashes.len() == manifests.len()
+            && hashes
                 .iter()
                 .zip(manifests)
                 .all(|(hash, manifest)| *hash == manifest_digest(manifest))
@@ -410,11 +436,11 @@ mod tests {
         );
         assert_eq!(cached.propagated_namespace, None);
         assert_eq!(
-            cached.manifest_hashes,
-            manifests().iter().map(manifest_digest).collect::<Box<[_]>>()
+            cached.manifest_hashes(),
+            manifests().iter().map(manifest_digest).collect::<Vec<_>>()
         );
-        assert_eq!(cached.applied, (true, None));
-        assert_eq!(cached.applied, work_applied(&work));
+        assert_eq!(cached.applied(), Ok(()));
+        assert_eq!(work_applied(&work), Ok(()));
         assert_eq!(cached.health, Some(ResourceHealth::Healthy));
         assert_eq!(
             cached.status(),
@@ -556,12 +582,12 @@ mod tests {
             "ns1".into(),
         )]));
         let cached = CachedWork::from(work);
-        assert!(cached.manifest_hashes.is_empty());
+        assert!(cached.manifest_hashes().is_empty());
         assert!(cached.has_manifests(&[]));
         assert!(!cached.has_manifests(&manifests()[..1]));
         assert_eq!(cached.status(), None);
         assert_eq!(cached.health, None);
-        assert!(!cached.applied.0);
+        assert_eq!(cached.applied(), Err("not applied yet"));
         assert_eq!(cached.propagated_namespace.as_deref(), Some("ns1"));
     }
 

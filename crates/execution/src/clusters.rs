@@ -59,7 +59,7 @@ pub struct Member {
     /// The cluster name.
     pub name: String,
     /// Names of the Works in `karmada-es-<name>` to reconcile.
-    pub queue: WorkQueue<String>,
+    pub queue: WorkQueue<Arc<str>>,
     /// Wakes the health probe early (a worker saw the member fail).
     pub probe_now: Notify,
     /// Wakes the probe task to recompute the cluster's taints without probing (its conditions
@@ -105,7 +105,7 @@ impl InFlightApply {
         if let Some(key) = self.key.take()
             && let Some(work) = self.member.end_apply(key, answered, before)
         {
-            self.member.queue.add(work);
+            self.member.queue.add(work.into());
         }
     }
 }
@@ -461,7 +461,7 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
                 object.name_any(),
             );
             match echoes.on_event(&echo_key, object.resource_version().as_deref(), deleted, work) {
-                EventAction::Queue => queue.add(work.clone()),
+                EventAction::Queue => queue.add(work.as_str().into()),
                 EventAction::Skip => {}
             }
         }
@@ -541,7 +541,7 @@ pub fn enqueue_cluster_works(ctx: &Context, member: &Member) {
         .iter()
         .filter(|w| w.namespace() == namespace)
     {
-        member.queue.add(work.name().to_owned());
+        member.queue.add(work.shared_name());
     }
 }
 

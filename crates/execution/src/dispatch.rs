@@ -297,7 +297,7 @@ async fn reconcile_locked(
                     wrote_works = true;
                     Members::ensure(ctx, &desired.cluster)
                         .queue
-                        .add(desired.name.clone());
+                        .add(desired.name.as_str().into());
                 }
                 outcome
                     .works

@@ -175,7 +175,9 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
     for work in &desired {
         if needs_write(existing.get(&work.cluster).map(Arc::as_ref), work) {
             apply_work(ctx, work, None).await?;
-            Members::ensure(ctx, &work.cluster).queue.add(work.name.clone());
+            Members::ensure(ctx, &work.cluster)
+                .queue
+                .add(work.name.as_str().into());
             // Reported with the write that skipped them (a namespace has no status to hold a
             // condition).
             for (cluster, failure) in failures.iter().filter(|(c, _)| *c == work.cluster) {

@@ -312,7 +312,7 @@ fn queue_everything(ctx: &Arc<Context>) {
     }
     for work in ctx.stores.works.state() {
         if let Some(cluster) = cluster_of_execution_namespace(work.namespace()) {
-            Members::ensure(ctx, cluster).queue.add(work.name().to_owned());
+            Members::ensure(ctx, cluster).queue.add(work.shared_name());
         }
     }
     for namespace in ctx.stores.namespaces.state() {

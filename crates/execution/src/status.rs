@@ -2,6 +2,7 @@
 //! binding's `aggregatedStatus` and `FullyApplied` from its Works, and the JSON merge patch that
 //! turns one status into another.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use flotilla_api::Work;
@@ -21,13 +22,14 @@ pub const FULLY_APPLIED_FAILED: &str = "FullyAppliedFailed";
 /// Reason of `FullyApplied=False` when the binding has no target cluster.
 pub const NO_TARGET_CLUSTERS: &str = "NoTargetClusters";
 
-/// Whether a Work's member objects hold its current manifests, and if not, why.
+/// Whether a Work's member objects hold its current manifests: `Ok` when they do, else why
+/// not (a message of execution's own is static, so a Work's cached answer allocates nothing).
 ///
 /// Applied when the `Applied` condition is `True` and either observed the Work's current
 /// generation or every manifest's last applied revision ([`applied_revisions`]) has
 /// the current manifest's hash (a generation bump that did not change the manifests, such as
 /// suspending, does not make an applied Work unapplied).
-pub fn work_applied(work: &Work) -> (bool, Option<String>) {
+pub fn work_applied(work: &Work) -> Result<(), Cow<'static, str>> {
     let generation = work.metadata.generation;
     let status = work.status.as_ref();
     let applied = status.and_then(|s| find(&s.conditions, conditions::APPLIED));
@@ -35,19 +37,16 @@ pub fn work_applied(work: &Work) -> (bool, Option<String>) {
     match applied {
         Some(condition) if condition.status == "True" => {
             if condition.observed_generation == generation || holds_current_manifests(work) {
-                (true, None)
+                Ok(())
             } else if suspended {
-                (
-                    false,
-                    Some("dispatching is suspended; the member runs an older revision".to_owned()),
-                )
+                Err("dispatching is suspended; the member runs an older revision".into())
             } else {
-                (false, Some("the latest revision is not applied yet".to_owned()))
+                Err("the latest revision is not applied yet".into())
             }
         }
-        Some(condition) => (false, Some(condition.message.clone())),
-        None if suspended => (false, Some("dispatching is suspended".to_owned())),
-        None => (false, Some("not applied yet".to_owned())),
+        Some(condition) => Err(condition.message.clone().into()),
+        None if suspended => Err("dispatching is suspended".into()),
+        None => Err("not applied yet".into()),
     }
 }
 
@@ -73,12 +72,12 @@ pub fn aggregated_items(
         .iter()
         .map(|cluster| match works.get(cluster) {
             Some(work) => {
-                let (applied, message) = work.applied.clone();
+                let applied = work.applied();
                 AggregatedStatusItem {
                     cluster_name: cluster.clone(),
                     status: work.status(),
-                    applied,
-                    applied_message: if applied { None } else { message },
+                    applied: applied.is_ok(),
+                    applied_message: applied.err().map(str::to_owned),
                     health: work.health.clone(),
                     last_health_transition_time: None,
                 }
@@ -254,39 +253,37 @@ mod tests {
 
     #[test]
     fn applied_at_current_generation() {
-        assert_eq!(work_applied(&work(2, Some((true, 2, "ok")), false)), (true, None));
-        let (applied, message) = work_applied(&work(3, Some((true, 2, "ok")), false));
-        assert!(!applied);
-        assert_eq!(message.as_deref(), Some("the latest revision is not applied yet"));
-        let (applied, message) = work_applied(&work(
-            3,
-            Some((false, 3, "cluster member1 is unreachable")),
-            false,
-        ));
-        assert!(!applied);
-        assert_eq!(message.as_deref(), Some("cluster member1 is unreachable"));
+        assert_eq!(work_applied(&work(2, Some((true, 2, "ok")), false)), Ok(()));
         assert_eq!(
-            work_applied(&work(1, None, false)),
-            (false, Some("not applied yet".to_owned()))
+            work_applied(&work(3, Some((true, 2, "ok")), false)),
+            Err("the latest revision is not applied yet".into())
         );
         assert_eq!(
+            work_applied(&work(
+                3,
+                Some((false, 3, "cluster member1 is unreachable")),
+                false,
+            )),
+            Err("cluster member1 is unreachable".into())
+        );
+        assert_eq!(work_applied(&work(1, None, false)), Err("not applied yet".into()));
+        assert_eq!(
             work_applied(&work(1, None, true)),
-            (false, Some("dispatching is suspended".to_owned()))
+            Err("dispatching is suspended".into())
         );
     }
 
     #[test]
     fn suspending_without_a_manifest_change_keeps_a_work_applied() {
         let mut suspended = work(3, Some((true, 2, "ok")), true);
-        let (applied, message) = work_applied(&suspended);
-        assert!(!applied);
-        assert!(message.unwrap().starts_with("dispatching is suspended"));
+        let message = work_applied(&suspended).unwrap_err();
+        assert!(message.starts_with("dispatching is suspended"));
         let revision = Revision::of(2, &manifest()).to_string();
         let mut legacy = suspended.clone();
         if let Some(status) = suspended.status.as_mut() {
             status.manifest_statuses[0].applied_revision = Some(revision.clone());
         }
-        assert_eq!(work_applied(&suspended), (true, None));
+        assert_eq!(work_applied(&suspended), Ok(()));
         // A Work last written by an older execution records it in an annotation.
         legacy.metadata.annotations = Some(
             [(
@@ -295,7 +292,7 @@ mod tests {
             )]
             .into(),
         );
-        assert_eq!(work_applied(&legacy), (true, None));
+        assert_eq!(work_applied(&legacy), Ok(()));
     }
 
     #[test]
