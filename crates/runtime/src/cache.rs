@@ -651,7 +651,7 @@ mod tests {
             ..Namespace::default()
         };
         let mut convert = |n: Namespace| n.metadata.name.unwrap_or_default();
-        for event in [Event::Init, Event::InitApply(namespace), Event::InitDone] {
+        for event in [Event::Init, Event::InitApply(namespace.clone()), Event::InitDone] {
             writer.apply(event, &mut convert, &mut |_| {});
         }
         assert_eq!(
@@ -664,14 +664,6 @@ mod tests {
         );
         // Also when the value holds the name (and no key is kept).
         let (named, mut writer) = Cache::<Named>::new();
-        let namespace = Namespace {
-            metadata: ObjectMeta {
-                name: Some("team".into()),
-                uid: Some("1".into()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
         let mut convert = |n: Namespace| Named(n.metadata.name.unwrap_or_default());
         for event in [Event::Init, Event::InitApply(namespace.clone()), Event::InitDone] {
             writer.apply(event, &mut convert, &mut |_| {});
