@@ -88,17 +88,18 @@ impl<V: Keyed> Entry<V> {
     }
 }
 
-/// The objects of a cache by namespace and name, hashed with the cache's `RandomState`.
+/// The objects of a cache by namespace and name. The hasher travels with the table: a completed
+/// list replaces the cache's table, hasher and all.
 struct Entries<V> {
     table: HashTable<Entry<V>>,
     hasher: RandomState,
 }
 
 impl<V: Keyed> Entries<V> {
-    fn new(hasher: RandomState) -> Self {
+    fn new() -> Self {
         Self {
             table: HashTable::new(),
-            hasher,
+            hasher: RandomState::new(),
         }
     }
 
@@ -169,7 +170,7 @@ impl<V: Keyed> Cache<V> {
     /// An empty cache (not ready) and its writer.
     pub fn new() -> (Cache<V>, CacheWriter<V>) {
         let shared = Arc::new(Shared {
-            entries: RwLock::new(Entries::new(RandomState::new())),
+            entries: RwLock::new(Entries::new()),
             ready: tokio::sync::watch::Sender::new(false),
         });
         (
@@ -285,11 +286,6 @@ impl<V: Keyed> CacheWriter<V> {
         self.shared.write()
     }
 
-    /// An empty table hashing like the cache's (a completed list replaces the cache's table).
-    fn empty(&self) -> Entries<V> {
-        Entries::new(self.read().hasher.clone())
-    }
-
     /// Applies one watch event to the cache, then reports it.
     fn apply<K: Resource>(
         &mut self,
@@ -344,18 +340,13 @@ impl<V: Keyed> CacheWriter<V> {
                     None => handle(Update::Deleted(&entry(object).value)),
                 }
             }
-            Event::Init => self.listing = Some(self.empty()),
+            Event::Init => self.listing = Some(Entries::new()),
             Event::InitApply(object) => {
                 let new = entry(object);
-                if self.listing.is_none() {
-                    self.listing = Some(self.empty());
-                }
-                if let Some(listing) = self.listing.as_mut() {
-                    listing.insert(new);
-                }
+                self.listing.get_or_insert_with(Entries::new).insert(new);
             }
             Event::InitDone => {
-                let listed = self.listing.take().unwrap_or_else(|| self.empty());
+                let listed = self.listing.take().unwrap_or_else(Entries::new);
                 // Only this writer writes the cache, so nothing changes it between this read
                 // and the swap below.
                 let (applied, gone) = {
