@@ -4,10 +4,16 @@
 //!
 //! The index is rebuilt from the watches' initial lists on every start, so it is a cache of the
 //! API's state, never a memory of past events (invariant 2).
+//!
+//! Each dependency and each binding key is held once: the bindings, the reverse map and the
+//! attached set share it (`Arc`), and the index hands out owned copies only in what its methods
+//! return. A workload's dependency is usually also the resource of its attached binding, so the
+//! four strings of a [`DependencyRef`] would otherwise be kept three or four times.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use flotilla_interpreter::DependencyRef;
 use serde_json::json;
@@ -24,33 +30,48 @@ pub enum Key {
     Dependency(DependencyRef),
 }
 
-#[derive(Clone, Debug, Default)]
+/// A dependency as the index holds it: the one copy in [`Index::dependencies`].
+type Dep = Arc<DependencyRef>;
+
+/// A binding's key as the index holds it: the key of [`Index::bindings`], shared by the lists of
+/// [`Index::by_dependency`].
+type Binding = Arc<BindingKey>;
+
+#[derive(Debug)]
 struct Seen {
-    propagate_deps: bool,
     /// Sorted, without duplicates. A slice, not a `BTreeSet`: a set's first node has room for
-    /// eleven entries (about 1.1 KiB for `DependencyRef`s) and most bindings have one or none.
-    dependencies: Box<[DependencyRef]>,
-    resource: Option<DependencyRef>,
-    has_required_by: bool,
+    /// eleven entries and most bindings have one dependency or none.
+    dependencies: Box<[Dep]>,
+    resource: Option<Dep>,
     template_digest: u64,
     placement_digest: u64,
     attached_digest: u64,
+    propagate_deps: bool,
+    has_required_by: bool,
 }
 
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct Index {
-    bindings: HashMap<BindingKey, Seen>,
+    bindings: HashMap<Binding, Seen>,
     /// The bindings referencing each dependency, sorted, without duplicates (a vector for the
     /// reason given at [`Seen::dependencies`]; most dependencies have one referencing binding).
-    by_dependency: HashMap<DependencyRef, Vec<BindingKey>>,
-    attached: HashSet<DependencyRef>,
+    by_dependency: HashMap<Dep, Vec<Binding>>,
+    attached: HashSet<Dep>,
+    /// Every dependency the maps above hold, once: where a new reference finds the shared copy.
+    /// An entry goes as soon as nothing else holds it ([`Index::release`]).
+    dependencies: HashSet<Dep>,
 }
 
 fn digest(value: serde_json::Value) -> u64 {
     let mut hasher = DefaultHasher::new();
     value.to_string().hash(&mut hasher);
     hasher.finish()
+}
+
+/// Where `key` is, or would go, in a sorted list of binding keys.
+fn position(list: &[Binding], key: &BindingKey) -> Result<usize, usize> {
+    list.binary_search_by(|listed| (**listed).cmp(key))
 }
 
 impl Index {
@@ -95,7 +116,10 @@ impl Index {
             view.preserve_resources_on_deletion,
             view.fingerprint,
         ]));
-        let previous = self.bindings.get(&view.key).cloned();
+        let (key, previous) = match self.bindings.remove_entry(&view.key) {
+            Some((key, previous)) => (key, Some(previous)),
+            None => (Arc::new(view.key.clone()), None),
+        };
         let mut keys = Vec::new();
 
         let template_changed = previous
@@ -109,7 +133,7 @@ impl Index {
             .is_none_or(|p| p.placement_digest != placement_digest);
         if placement_changed {
             let old = previous.as_ref().map(|p| &p.dependencies[..]).unwrap_or_default();
-            let both: BTreeSet<&DependencyRef> = old.iter().chain(&dependencies).collect();
+            let both: BTreeSet<&DependencyRef> = old.iter().map(|dep| &**dep).chain(&dependencies).collect();
             keys.extend(both.into_iter().cloned().map(Key::Dependency));
         }
         let attached_changed = previous
@@ -119,13 +143,15 @@ impl Index {
         if let Some(previous) = &previous {
             self.unlink(&view.key, previous);
         }
+        let dependencies: Box<[Dep]> = dependencies.into_iter().map(|dep| self.shared(dep)).collect();
         for dep in &dependencies {
             let referencing = self.by_dependency.entry(dep.clone()).or_default();
-            if let Err(at) = referencing.binary_search(&view.key) {
-                referencing.insert(at, view.key.clone());
+            if let Err(at) = position(referencing, &view.key) {
+                referencing.insert(at, key.clone());
             }
         }
         let has_required_by = !view.required_by.is_empty();
+        let resource = resource.map(|resource| self.shared(resource));
         if let Some(resource) = &resource {
             if has_required_by {
                 self.attached.insert(resource.clone());
@@ -135,21 +161,24 @@ impl Index {
                     || previous.as_ref().is_some_and(|p| p.has_required_by)
                     || self.is_referenced(resource))
             {
-                keys.push(Key::Dependency(resource.clone()));
+                keys.push(Key::Dependency((**resource).clone()));
             }
         }
         self.bindings.insert(
-            view.key.clone(),
+            key,
             Seen {
-                propagate_deps: view.propagate_deps,
-                dependencies: dependencies.into_iter().collect(),
+                dependencies,
                 resource,
-                has_required_by,
                 template_digest,
                 placement_digest,
                 attached_digest,
+                propagate_deps: view.propagate_deps,
+                has_required_by,
             },
         );
+        if let Some(previous) = previous {
+            self.release(previous);
+        }
         keys.sort();
         keys.dedup();
         keys
@@ -158,30 +187,56 @@ impl Index {
     /// Forgets a deleted binding and returns the dependencies to reconcile: those it referenced
     /// and, if it was an attached binding or is referenced, the one it was for.
     pub fn deleted(&mut self, key: &BindingKey) -> Vec<Key> {
-        let Some(previous) = self.bindings.remove(key) else {
+        let Some((_, previous)) = self.bindings.remove_entry(key) else {
             return vec![];
         };
         self.unlink(key, &previous);
         let mut keys: Vec<Key> = previous
             .dependencies
             .iter()
-            .cloned()
-            .map(Key::Dependency)
+            .map(|dep| Key::Dependency((**dep).clone()))
             .collect();
-        if let Some(resource) = previous.resource {
-            if previous.has_required_by || self.is_referenced(&resource) {
-                keys.push(Key::Dependency(resource));
+        if let Some(resource) = &previous.resource {
+            if previous.has_required_by || self.is_referenced(resource) {
+                keys.push(Key::Dependency((**resource).clone()));
             }
         }
+        self.release(previous);
         keys.sort();
         keys.dedup();
         keys
     }
 
+    /// The shared copy of `dep`, made if the index holds none yet.
+    fn shared(&mut self, dep: DependencyRef) -> Dep {
+        if let Some(shared) = self.dependencies.get(&dep) {
+            return shared.clone();
+        }
+        let shared = Arc::new(dep);
+        self.dependencies.insert(shared.clone());
+        shared
+    }
+
+    /// Drops a binding's record (already unlinked) and forgets each dependency it held that
+    /// nothing else in the index holds any more.
+    fn release(&mut self, seen: Seen) {
+        let Seen {
+            dependencies,
+            resource,
+            ..
+        } = seen;
+        for dep in dependencies.into_vec().into_iter().chain(resource) {
+            // The Arcs never leave the index: two references left are `dep` and the pool's.
+            if Arc::strong_count(&dep) == 2 {
+                self.dependencies.remove(&*dep);
+            }
+        }
+    }
+
     fn unlink(&mut self, key: &BindingKey, previous: &Seen) {
         for dep in &previous.dependencies {
             if let Some(referencing) = self.by_dependency.get_mut(dep) {
-                if let Ok(at) = referencing.binary_search(key) {
+                if let Ok(at) = position(referencing, key) {
                     referencing.remove(at);
                 }
                 if referencing.is_empty() {
@@ -198,7 +253,10 @@ impl Index {
 
     /// The bindings whose recorded dependencies include `dep`.
     pub fn referencing(&self, dep: &DependencyRef) -> Vec<BindingKey> {
-        self.by_dependency.get(dep).cloned().unwrap_or_default()
+        self.by_dependency
+            .get(dep)
+            .map(|keys| keys.iter().map(|key| (**key).clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Whether some binding's recorded dependencies include `dep`.
@@ -229,7 +287,7 @@ impl Index {
             .bindings
             .iter()
             .filter(|(_, seen)| seen.propagate_deps || !seen.dependencies.is_empty())
-            .map(|(key, _)| key.clone())
+            .map(|(key, _)| (**key).clone())
             .collect();
         keys.sort();
         keys
@@ -237,7 +295,12 @@ impl Index {
 
     /// Every dependency that is referenced or has an attached binding (for a resync).
     pub fn all_dependencies(&self) -> Vec<DependencyRef> {
-        let set: BTreeSet<&DependencyRef> = self.by_dependency.keys().chain(self.attached.iter()).collect();
+        let set: BTreeSet<&DependencyRef> = self
+            .by_dependency
+            .keys()
+            .chain(self.attached.iter())
+            .map(|dep| &**dep)
+            .collect();
         set.into_iter().cloned().collect()
     }
 
@@ -453,6 +516,71 @@ mod tests {
         assert_eq!(index.referencing(&cm("a")), vec![]);
         assert_eq!(index.referencing(&cm("b")), vec![key("web")]);
         assert_eq!(index.all_dependencies(), vec![cm("b")]);
+    }
+
+    /// Checks that every dependency and binding key the index holds is the one shared copy, and
+    /// that the pool holds exactly the dependencies something else holds.
+    fn assert_shared_once(index: &Index) {
+        let is_pooled = |dep: &Dep| {
+            let pooled = index
+                .dependencies
+                .get(&**dep)
+                .expect("a held dependency is pooled");
+            assert!(Arc::ptr_eq(pooled, dep), "{dep:?} is a second copy");
+        };
+        let mut held = HashSet::new();
+        for seen in index.bindings.values() {
+            for dep in seen.dependencies.iter().chain(&seen.resource) {
+                is_pooled(dep);
+                held.insert(dep.clone());
+            }
+        }
+        for dep in index.by_dependency.keys().chain(&index.attached) {
+            is_pooled(dep);
+            held.insert(dep.clone());
+        }
+        assert_eq!(held, index.dependencies, "the pool holds exactly what is held");
+        for list in index.by_dependency.values() {
+            for key in list {
+                let (stored, _) = index.bindings.get_key_value(&**key).unwrap();
+                assert!(Arc::ptr_eq(stored, key), "{key:?} is a second copy");
+            }
+        }
+    }
+
+    #[test]
+    fn each_dependency_is_held_once_and_forgotten_with_its_last_holder() {
+        let mut index = Index::new();
+        index.applied(&workload("web", &["m1"], &[cm("a"), cm("b")]));
+        index.applied(&workload("api", &["m1"], &[cm("a")]));
+        index.applied(&attached(&cm("a"), "web"));
+        assert_shared_once(&index);
+        // ConfigMaps a and b, and the two Deployments.
+        assert_eq!(index.dependencies.len(), 4);
+        // The pool, web's and api's dependencies, the reverse map, the attached binding's
+        // resource and the attached set.
+        assert_eq!(Arc::strong_count(index.dependencies.get(&cm("a")).unwrap()), 6);
+
+        // web drops b: nothing else holds it.
+        index.applied(&workload("web", &["m2"], &[cm("a")]));
+        assert_shared_once(&index);
+        assert!(!index.dependencies.contains(&cm("b")));
+        // A binding whose own resource is among its dependencies (a hand-written annotation).
+        let mut odd = workload("odd", &["m1"], &[]);
+        odd.dependencies = vec![odd.resource_as_dependency()];
+        index.applied(&odd);
+        assert_shared_once(&index);
+        assert_eq!(index.dependencies.len(), 4);
+
+        for name in ["web", "api", "odd"] {
+            index.deleted(&BindingKey::namespaced("default", name));
+            assert_shared_once(&index);
+        }
+        assert_eq!(index.dependencies.len(), 1, "the attached binding's ConfigMap");
+        index.deleted(&BindingKey::attached_to(&cm("a")));
+        assert!(index.dependencies.is_empty());
+        assert!(index.bindings.is_empty() && index.by_dependency.is_empty());
+        assert!(index.attached.is_empty());
     }
 
     #[test]
