@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use flotilla_api::well_known::{DEPENDENCIES_ANNOTATION, FIELD_MANAGER, TRACE_PARENT_ANNOTATION};
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec};
@@ -163,8 +163,9 @@ pub struct Context {
     pub recorder: Recorder,
     /// The scheduler, told about every attached binding the distributor changes.
     pub scheduler: SchedulerClient<TracedChannel>,
-    /// Work waiting for the workers.
-    pub queue: WorkQueue<Key>,
+    /// Work waiting for the workers. A key is queued as one allocation that the queue's
+    /// waiting list and its set share (a [`Key`] is 96 bytes and up to four strings).
+    pub queue: WorkQueue<Arc<Key>>,
     /// Readiness checks.
     pub readiness: Readiness,
     /// Asks the watch manager to watch objects of a kind.
@@ -182,7 +183,7 @@ impl Context {
         rules: RulesSet,
         recorder: Recorder,
         scheduler: SchedulerClient<TracedChannel>,
-        queue: WorkQueue<Key>,
+        queue: WorkQueue<Arc<Key>>,
         readiness: Readiness,
         watch_requests: UnboundedSender<(String, String)>,
     ) -> Self {
@@ -210,7 +211,7 @@ impl Context {
     /// Queues `keys`.
     pub fn enqueue(&self, keys: impl IntoIterator<Item = Key>) {
         for key in keys {
-            self.queue.add(key);
+            self.queue.add(Arc::new(key));
         }
     }
 
@@ -446,8 +447,10 @@ impl Context {
             Plan::Nothing => existing,
             Plan::WaitForDeletion => {
                 debug!(binding = %key, "attached binding is being deleted; waiting");
-                self.queue
-                    .add_after(Key::Dependency(dep.clone()), std::time::Duration::from_secs(2));
+                self.queue.add_after(
+                    Arc::new(Key::Dependency(dep.clone())),
+                    std::time::Duration::from_secs(2),
+                );
                 return Ok(outcome);
             }
             Plan::NameTaken { message } => {

@@ -135,7 +135,7 @@ pub enum ServiceError {
 }
 
 /// Reports the work queue's depth and oldest wait every two seconds.
-async fn report_queue(queue: WorkQueue<Key>, shutdown: flotilla_runtime::Shutdown) {
+async fn report_queue(queue: WorkQueue<Arc<Key>>, shutdown: flotilla_runtime::Shutdown) {
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
@@ -203,7 +203,7 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
     );
     let (rb_store, rb_writer) = Cache::new();
     let (crb_store, crb_writer) = Cache::new();
-    let queue: WorkQueue<Key> = WorkQueue::new(Duration::from_millis(200), Duration::from_secs(60));
+    let queue: WorkQueue<Arc<Key>> = WorkQueue::new(Duration::from_millis(200), Duration::from_secs(60));
     let (watch_requests, watch_receiver) = tokio::sync::mpsc::unbounded_channel();
     readiness.set(CHECK_SYNCED, false, "filling the caches");
     readiness.set(CHECK_RULES, true, "built-in rules");

@@ -203,7 +203,7 @@ async fn watch_dependency_kind(ctx: Arc<Context>, api_version: String, kind: Str
             name: object.metadata.name.clone().unwrap_or_default(),
         };
         if ctx.index().is_relevant(&dep) {
-            ctx.queue.add(Key::Dependency(dep));
+            ctx.enqueue([Key::Dependency(dep)]);
         }
     }
 }
@@ -334,7 +334,7 @@ pub async fn resync(ctx: Arc<Context>, period: Duration, shutdown: Shutdown) {
 pub async fn worker(ctx: Arc<Context>) {
     while let Some(key) = ctx.queue.next().await {
         let started = std::time::Instant::now();
-        let kind = match key {
+        let kind = match *key {
             Key::Binding(_) => "binding",
             Key::Dependency(_) => "dependency",
         };
