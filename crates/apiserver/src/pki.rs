@@ -104,15 +104,19 @@ fn ca_params() -> CertificateParams {
     params
 }
 
-/// ALPN protocols offered. HTTP/2 is off by default: with hyper 1.12 / h2 0.4.20, streamed
-/// responses (watches) and responses completed from another task stall on HTTP/2 until the
-/// connection is woken for another reason (tens of milliseconds to seconds), while HTTP/1.1
-/// delivers them at once. `FLOTILLA_APISERVER_HTTP2=1` offers HTTP/2 again.
+/// ALPN protocols offered: HTTP/2 and HTTP/1.1, as kube-apiserver. `FLOTILLA_APISERVER_HTTP2=0`
+/// offers HTTP/1.1 only.
+///
+/// (HTTP/2 was off by default until 2026-11-27: writes and watch events over it took ~40 ms.
+/// That was Nagle's algorithm on clients that do not set `TCP_NODELAY` (kube-rs's and hyper's
+/// default connectors; Go sets it) holding a request's DATA frame until the server's delayed
+/// ACK of its HEADERS frame, not the server: a client with `TCP_NODELAY` sees the same latency
+/// over HTTP/2 as over HTTP/1.1. ADR 0020.)
 fn alpn() -> Vec<Vec<u8>> {
-    if std::env::var("FLOTILLA_APISERVER_HTTP2").is_ok_and(|v| v == "1") {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
+    if std::env::var("FLOTILLA_APISERVER_HTTP2").is_ok_and(|v| v == "0") {
         vec![b"http/1.1".to_vec()]
+    } else {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     }
 }
 

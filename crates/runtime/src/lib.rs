@@ -5,6 +5,7 @@
 //!
 //! - [`KubeArgs`] and [`kube_client`]: `--kubeconfig`/`--context`, falling back to in-cluster
 //!   configuration;
+//! - [`transport`]: the control-plane client's HTTP/2 transport (one connection per service);
 //! - [`api_probe`]: the `control-plane` readiness check (does the API answer);
 //! - [`feature_gates`]: parsing `--feature-gates` (Karmada's `Name=bool,...`);
 //! - [`events`]: Kubernetes Events, one per distinct note (kube's recorder folds different notes into one series);
@@ -36,6 +37,7 @@ pub mod ops;
 pub mod packed;
 pub mod queue;
 pub mod requests;
+pub mod transport;
 pub mod watch;
 
 use std::path::PathBuf;
@@ -74,6 +76,16 @@ pub enum RuntimeError {
     /// The client could not be built.
     #[error("cannot build a Kubernetes client: {0}")]
     Client(#[from] kube::Error),
+    /// The kubeconfig's `tls-server-name` is not a DNS name or IP address.
+    #[error(
+        "cannot use tls-server-name {name:?} of the kubeconfig's cluster: {message}; set it to the DNS name or IP address the API server's certificate names"
+    )]
+    TlsServerName {
+        /// The configured name.
+        name: String,
+        /// Why it is not a server name.
+        message: String,
+    },
     /// A listener could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -115,12 +127,12 @@ pub async fn kube_config(args: &KubeArgs) -> Result<kube::Config, RuntimeError> 
     }
 }
 
-/// A kube client for `args`, counting its requests in `flotilla_control_plane_requests_total`
-/// ([`requests`]).
+/// A kube client for `args`, speaking HTTP/2 when the API server offers it ([`transport`]) and
+/// counting its requests in `flotilla_control_plane_requests_total` ([`requests`]).
 pub async fn kube_client(args: &KubeArgs) -> Result<kube::Client, RuntimeError> {
     let config = kube_config(args).await?;
     requests::register_metrics();
-    Ok(kube::client::ClientBuilder::try_from(config)?
+    Ok(transport::client_builder(&config)?
         .with_layer(&requests::count_requests())
         .build())
 }

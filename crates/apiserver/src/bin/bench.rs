@@ -49,8 +49,7 @@ struct Args {
     /// The server binary (default: next to this one).
     #[arg(long)]
     server: Option<PathBuf>,
-    /// Multiplex over one HTTP/2 connection (the server must be started with
-    /// FLOTILLA_APISERVER_HTTP2=1) instead of a pool of HTTP/1.1 connections.
+    /// Multiplex over one HTTP/2 connection instead of a pool of HTTP/1.1 connections.
     #[arg(long, default_value_t = false)]
     http2: bool,
 }
@@ -198,10 +197,15 @@ async fn start_server(args: &Args) -> anyhow::Result<(Server, Target)> {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only();
+    // TCP_NODELAY: over HTTP/2 a request's HEADERS and DATA frames are separate writes, and
+    // Nagle's algorithm would hold the second until the server's delayed ACK (~40 ms).
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
     let (connector, http2_only) = if !args.http2 {
-        (builder.enable_http1().build(), false)
+        (builder.enable_http1().wrap_connector(http), false)
     } else {
-        (builder.enable_http2().build(), true)
+        (builder.enable_http2().wrap_connector(http), true)
     };
     let client = Client::builder(TokioExecutor::new())
         .http2_only(http2_only)
