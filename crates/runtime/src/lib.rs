@@ -76,6 +76,14 @@ pub enum RuntimeError {
     /// The client could not be built.
     #[error("cannot build a Kubernetes client: {0}")]
     Client(#[from] kube::Error),
+    /// The kubeconfig's cluster names a proxy; the services connect directly.
+    #[error(
+        "cannot use proxy-url {url} of the kubeconfig's cluster: the flotilla services connect to the API server directly; remove proxy-url (kube's client without its proxy features refuses it too)"
+    )]
+    Proxy {
+        /// The configured proxy.
+        url: String,
+    },
     /// The kubeconfig's `tls-server-name` is not a DNS name or IP address.
     #[error(
         "cannot use tls-server-name {name:?} of the kubeconfig's cluster: {message}; set it to the DNS name or IP address the API server's certificate names"

@@ -48,13 +48,20 @@ const STREAM_WINDOW: u32 = 4 << 20;
 const CONNECTION_WINDOW: u32 = 1 << 30;
 
 /// The service under a [`ClientBuilder`] of [`client_builder`] (kube's `GenericService`).
-pub type Service = BoxService<http::Request<kube::client::Body>, http::Response<Box<DynBody>>, BoxError>;
+pub type ClientService =
+    BoxService<http::Request<kube::client::Body>, http::Response<Box<DynBody>>, BoxError>;
 
-/// A kube client for `config` that speaks HTTP/2 when the server offers it. The connect timeout
+/// A kube client for `config` that speaks HTTP/2 when the server offers it. A `proxy-url` is
+/// refused, as kube's own stack refuses it without its proxy features. The connect timeout
 /// of `config` applies; its per-socket read and write timeouts do not (one connection carries
 /// every request and watch, so a socket-level timeout would fail them all): a dead connection
 /// is found by HTTP/2 pings ([`PING_AFTER`], [`PING_TIMEOUT`]) instead.
-pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<Service>, RuntimeError> {
+pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientService>, RuntimeError> {
+    if let Some(proxy) = &config.proxy_url {
+        return Err(RuntimeError::Proxy {
+            url: proxy.to_string(),
+        });
+    }
     let server_name = match &config.tls_server_name {
         Some(name) => Some(
             rustls_pki_types::ServerName::try_from(name.clone()).map_err(|error| {
