@@ -16,6 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use flotilla_interpreter::DependencyRef;
+use flotilla_runtime::intern::Interner;
 use serde_json::json;
 
 use crate::binding::{BindingKey, BindingView};
@@ -30,7 +31,7 @@ pub enum Key {
     Dependency(DependencyRef),
 }
 
-/// A dependency as the index holds it: the one copy in [`Index::dependencies`].
+/// A dependency as the index holds it: the one copy [`Index::dependencies`] hands out.
 type Dep = Arc<DependencyRef>;
 
 /// A binding's key as the index holds it: the key of [`Index::bindings`], shared by the lists of
@@ -60,7 +61,7 @@ pub struct Index {
     attached: HashSet<Dep>,
     /// Every dependency the maps above hold, once: where a new reference finds the shared copy.
     /// An entry goes as soon as nothing else holds it ([`Index::release`]).
-    dependencies: HashSet<Dep>,
+    dependencies: Interner<DependencyRef>,
 }
 
 fn digest(value: serde_json::Value) -> u64 {
@@ -209,12 +210,7 @@ impl Index {
 
     /// The shared copy of `dep`, made if the index holds none yet.
     fn shared(&mut self, dep: DependencyRef) -> Dep {
-        if let Some(shared) = self.dependencies.get(&dep) {
-            return shared.clone();
-        }
-        let shared = Arc::new(dep);
-        self.dependencies.insert(shared.clone());
-        shared
+        self.dependencies.intern_value(dep)
     }
 
     /// Drops a binding's record (already unlinked) and forgets each dependency it held that
@@ -226,10 +222,7 @@ impl Index {
             ..
         } = seen;
         for dep in dependencies.into_vec().into_iter().chain(resource) {
-            // The Arcs never leave the index: two references left are `dep` and the pool's.
-            if Arc::strong_count(&dep) == 2 {
-                self.dependencies.remove(&*dep);
-            }
+            self.dependencies.release(dep);
         }
     }
 
@@ -521,12 +514,10 @@ mod tests {
     /// Checks that every dependency and binding key the index holds is the one shared copy, and
     /// that the pool holds exactly the dependencies something else holds.
     fn assert_shared_once(index: &Index) {
+        // Interning a held value finds its copy (and adds nothing).
         let is_pooled = |dep: &Dep| {
-            let pooled = index
-                .dependencies
-                .get(&**dep)
-                .expect("a held dependency is pooled");
-            assert!(Arc::ptr_eq(pooled, dep), "{dep:?} is a second copy");
+            let pooled = index.dependencies.intern_value((**dep).clone());
+            assert!(Arc::ptr_eq(&pooled, dep), "{dep:?} is a second copy");
         };
         let mut held = HashSet::new();
         for seen in index.bindings.values() {
@@ -539,7 +530,12 @@ mod tests {
             is_pooled(dep);
             held.insert(dep.clone());
         }
-        assert_eq!(held, index.dependencies, "the pool holds exactly what is held");
+        // Every held value is pooled, and the pool holds no more values than that.
+        assert_eq!(
+            held.len(),
+            index.dependencies.len(),
+            "the pool holds exactly what is held"
+        );
         for list in index.by_dependency.values() {
             for key in list {
                 let (stored, _) = index.bindings.get_key_value(&**key).unwrap();
@@ -559,12 +555,14 @@ mod tests {
         assert_eq!(index.dependencies.len(), 4);
         // The pool, web's and api's dependencies, the reverse map, the attached binding's
         // resource and the attached set.
-        assert_eq!(Arc::strong_count(index.dependencies.get(&cm("a")).unwrap()), 6);
+        let a = index.dependencies.intern_value(cm("a"));
+        assert_eq!(Arc::strong_count(&a) - 1, 6, "not counting `a` itself");
+        drop(a);
 
         // web drops b: nothing else holds it.
         index.applied(&workload("web", &["m2"], &[cm("a")]));
         assert_shared_once(&index);
-        assert!(!index.dependencies.contains(&cm("b")));
+        assert_eq!(index.dependencies.len(), 3, "b is gone from the pool");
         // A binding whose own resource is among its dependencies (a hand-written annotation).
         let mut odd = workload("odd", &["m1"], &[]);
         odd.dependencies = vec![odd.resource_as_dependency()];

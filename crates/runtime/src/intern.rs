@@ -88,6 +88,18 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Gives back a caller's copy: the interner forgets the value at once if nothing else held
+    /// it (for owners that know when they let go, instead of waiting for the next sweep).
+    pub fn release(&self, value: Arc<T>) {
+        let mut state = self.lock();
+        // Two references: `value` and the set's.
+        if Arc::strong_count(&value) == 2
+            && let Some(values) = state.values.as_mut()
+        {
+            values.remove(&value);
+        }
+    }
+
     /// How many distinct values the interner holds (those no caller holds any more included,
     /// until the next sweep).
     pub fn len(&self) -> usize {
@@ -114,6 +126,17 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(&*c, "karmada-es-member2");
         assert_eq!(interner.len(), 2);
+    }
+
+    #[test]
+    fn a_released_value_is_forgotten_with_its_last_holder() {
+        let interner: Interner<str> = Interner::new();
+        let a = interner.intern("a");
+        let again = interner.intern("a");
+        interner.release(a);
+        assert_eq!(interner.len(), 1, "still held by `again`");
+        interner.release(again);
+        assert!(interner.is_empty());
     }
 
     #[test]
