@@ -125,27 +125,3 @@ async fn concurrent_requests_and_a_watch_share_one_http2_connection() {
     );
     drop(watch);
 }
-
-#[tokio::test]
-async fn a_tls_server_name_that_is_no_name_is_refused_with_the_field() {
-    let mut config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
-    config.tls_server_name = Some("not a host name".to_owned());
-    let error = flotilla_runtime::transport::client_builder(&config)
-        .err()
-        .expect("an invalid tls-server-name is refused")
-        .to_string();
-    assert!(error.contains("tls-server-name \"not a host name\""), "{error}");
-    assert!(error.contains("DNS name or IP address"), "{error}");
-}
-
-#[tokio::test]
-async fn a_proxy_url_is_refused_with_the_field_not_ignored() {
-    let mut config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
-    config.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
-    let error = flotilla_runtime::transport::client_builder(&config)
-        .err()
-        .expect("a proxy-url is refused")
-        .to_string();
-    assert!(error.contains("proxy-url http://proxy.example:3128/"), "{error}");
-    assert!(error.contains("remove proxy-url"), "{error}");
-}

@@ -116,3 +116,32 @@ pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientServi
         config.default_namespace.clone(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message `client_builder` refuses a config with, after `edit`.
+    fn refusal(edit: impl FnOnce(&mut kube::Config)) -> String {
+        let mut config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
+        edit(&mut config);
+        match client_builder(&config) {
+            Ok(_) => panic!("the config is accepted"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_tls_server_name_that_is_no_name_is_refused_with_the_field() {
+        let error = refusal(|config| config.tls_server_name = Some("not a host name".to_owned()));
+        assert!(error.contains("tls-server-name \"not a host name\""), "{error}");
+        assert!(error.contains("DNS name or IP address"), "{error}");
+    }
+
+    #[test]
+    fn a_proxy_url_is_refused_with_the_field_not_ignored() {
+        let error = refusal(|config| config.proxy_url = Some("http://proxy.example:3128".parse().unwrap()));
+        assert!(error.contains("proxy-url http://proxy.example:3128/"), "{error}");
+        assert!(error.contains("remove proxy-url"), "{error}");
+    }
+}
