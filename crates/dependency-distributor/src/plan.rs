@@ -919,6 +919,124 @@ mod tests {
         );
     }
 
+    /// Applies a JSON merge patch (RFC 7386) the way the API server does.
+    fn merge_patch(target: &mut Value, patch: &Value) {
+        let Value::Object(patch) = patch else {
+            *target = patch.clone();
+            return;
+        };
+        if !target.is_object() {
+            *target = json!({});
+        }
+        let map = target.as_object_mut().unwrap();
+        for (key, value) in patch {
+            if value.is_null() {
+                map.remove(key);
+            } else {
+                merge_patch(map.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+
+    /// The binding the API holds after `decision` was written over `stored` (`None`: created),
+    /// as JSON and as the distributor's view.
+    fn written(dep: &DependencyRef, stored: Option<&Value>, decision: Plan) -> (Value, BindingView) {
+        let value = match (stored, decision) {
+            (None, Plan::Create { spec, fingerprint }) => json!({
+                "apiVersion": "work.karmada.io/v1alpha2",
+                "kind": "ResourceBinding",
+                "metadata": {
+                    "name": BindingKey::attached_to(dep).name,
+                    "namespace": "default",
+                    "uid": "binding-uid",
+                    "annotations": {TEMPLATE_FINGERPRINT_ANNOTATION: fingerprint},
+                },
+                "spec": spec,
+            }),
+            (Some(stored), Plan::Patch(patch)) => {
+                let mut value = stored.clone();
+                merge_patch(&mut value, &patch);
+                value
+            }
+            (_, other) => panic!("not a write: {other:?}"),
+        };
+        let binding: flotilla_api::ResourceBinding = serde_json::from_value(value.clone()).unwrap();
+        (value, BindingView::of_resource_binding(&binding))
+    }
+
+    /// A plan is a fixpoint of its own writes: over what a create or patch left, the plan is
+    /// to do nothing (the watch's copy of the distributor's own write is reconciled once more
+    /// and must not start a second write, nor a loop of them).
+    #[test]
+    fn a_written_binding_needs_no_second_write() {
+        let dep = cm("cfg");
+        let on = |clusters: &[&str]| desired_required_by(&dep, [&workload("web", clusters, &[cm("cfg")])]);
+        let obj = object("u1", "5", "fp1");
+        let some_fields = AttachedFields {
+            conflict_resolution: Some(ConflictResolution::Overwrite),
+            preserve_resources_on_deletion: Some(true),
+            suspension: Some(Suspension {
+                dispatching_on_clusters: Some(SuspendClusters {
+                    cluster_names: vec!["m2".into(), "m1".into()],
+                }),
+                ..Default::default()
+            }),
+        };
+        let mut patches = 0;
+        for fields in [fields(), some_fields.clone(), AttachedFields::default()] {
+            // Created.
+            let decision = plan(&dep, Some(&obj), None, &on(&["m1"]), &fields);
+            let (stored, created) = written(&dep, None, decision);
+            assert_eq!(
+                plan(&dep, Some(&obj), Some(&created), &on(&["m1"]), &fields),
+                Plan::Nothing
+            );
+            // Patched: rescheduled, other fields, new content, all at once.
+            for (required_by, new_fields, object) in [
+                (on(&["m2"]), fields.clone(), obj.clone()),
+                (on(&["m1"]), some_fields.clone(), obj.clone()),
+                (on(&["m1"]), fields.clone(), object("u1", "9", "fp2")),
+                (
+                    on(&["m1", "m2"]),
+                    AttachedFields::default(),
+                    object("u1", "9", "fp2"),
+                ),
+            ] {
+                let decision = plan(&dep, Some(&object), Some(&created), &required_by, &new_fields);
+                if decision == Plan::Nothing {
+                    continue;
+                }
+                patches += 1;
+                let (_, patched) = written(&dep, Some(&stored), decision);
+                assert_eq!(
+                    plan(&dep, Some(&object), Some(&patched), &required_by, &new_fields),
+                    Plan::Nothing,
+                    "{required_by:?} {new_fields:?} {object:?}"
+                );
+            }
+        }
+        assert_eq!(patches, 11, "every case but one changes something");
+        // A claimed binding gets requiredBy only.
+        let claimed = json!({
+            "apiVersion": "work.karmada.io/v1alpha2",
+            "kind": "ResourceBinding",
+            "metadata": {
+                "name": BindingKey::attached_to(&dep).name,
+                "namespace": "default",
+                "annotations": {flotilla_api::well_known::PROPAGATION_POLICY_NAME_ANNOTATION: "own"},
+            },
+            "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "cfg"}},
+        });
+        let view = BindingView::of_resource_binding(&serde_json::from_value(claimed.clone()).unwrap());
+        let decision = plan(&dep, Some(&obj), Some(&view), &on(&["m1"]), &fields());
+        let (_, patched) = written(&dep, Some(&claimed), decision);
+        assert!(patched.claimed);
+        assert_eq!(
+            plan(&dep, Some(&obj), Some(&patched), &on(&["m1"]), &fields()),
+            Plan::Nothing
+        );
+    }
+
     #[test]
     fn attached_only_bindings_are_deleted_when_nothing_requires_them() {
         let dep = cm("cfg");
