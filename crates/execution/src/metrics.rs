@@ -13,6 +13,7 @@
 //! | `flotilla_execution_evicted_works_purged_total` | `cluster` | Works of clusters a binding was evicted from, deleted by failover |
 //! | `flotilla_execution_cluster_failover_taint` | `cluster`, `effect` | 1 while the cluster carries a failover taint (`not-ready`/`unreachable`) of that effect |
 //! | `flotilla_execution_cluster_taint_policies` | `valid` | ClusterTaintPolicies in execution's cache, valid (applied) or not (ignored) |
+//! | `flotilla_execution_dispatch_queued_total` | | `Dispatch` calls answered `OUTCOME_QUEUED` (beyond `--dispatch-concurrency`) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -87,6 +88,7 @@ pub struct Metrics {
     purged: Family<ClusterLabels, Counter>,
     failover_taints: Family<TaintLabels, Gauge>,
     taint_policies: Family<ValidLabels, Gauge>,
+    dispatch_queued: Counter,
 }
 
 /// The process-wide metrics, registered on first use.
@@ -104,6 +106,7 @@ pub fn metrics() -> &'static Metrics {
             purged: Family::default(),
             failover_taints: Family::default(),
             taint_policies: Family::default(),
+            dispatch_queued: Counter::default(),
         };
         register(
             "execution_owned_clusters",
@@ -155,11 +158,21 @@ pub fn metrics() -> &'static Metrics {
             "ClusterTaintPolicies in execution's cache, by validity (invalid ones are ignored)",
             metrics.taint_policies.clone(),
         );
+        register(
+            "execution_dispatch_queued",
+            "Dispatch calls answered OUTCOME_QUEUED because --dispatch-concurrency calls were in progress",
+            metrics.dispatch_queued.clone(),
+        );
         metrics
     })
 }
 
 impl Metrics {
+    /// Counts a `Dispatch` call answered `OUTCOME_QUEUED`.
+    pub fn dispatch_queued(&self) {
+        self.dispatch_queued.inc();
+    }
+
     /// Records one member apply.
     pub fn observe_apply(&self, cluster: &str, outcome: &str, elapsed: Duration) {
         self.apply_duration

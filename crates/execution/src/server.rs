@@ -1,10 +1,17 @@
 //! The gRPC `flotilla.v1.Execution/Dispatch` service: reconcile the named binding's Works now.
 //! Idempotent; the caller's trace continues through the server layer of `flotilla-rpc`.
+//!
+//! At most `--dispatch-concurrency` calls reconcile at once. A call beyond that is answered
+//! `OUTCOME_QUEUED` at once and its binding goes to the binding queue, which the binding
+//! workers drain as they drain the watch's pickups: the scheduler sends one call per scheduled
+//! binding without waiting, so a burst of thousands of templates would otherwise hold as many
+//! reconciles (each with its binding, template and rendered Works) in memory at once.
 
 use std::sync::Arc;
 
 use flotilla_proto::v1::execution_server::Execution;
 use flotilla_proto::v1::{BindingKind as ProtoKind, DispatchRequest, DispatchResponse, Outcome};
+use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
 
 use crate::context::{BindingKey, Context};
@@ -14,12 +21,17 @@ use crate::works::BindingKind;
 /// The `Execution` gRPC service.
 pub struct ExecutionService {
     ctx: Arc<Context>,
+    /// One permit per call that may reconcile at once.
+    in_progress: Arc<Semaphore>,
 }
 
 impl ExecutionService {
-    /// A service over `ctx`.
-    pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx }
+    /// A service over `ctx` reconciling at most `concurrency` calls at once (at least one).
+    pub fn new(ctx: Arc<Context>, concurrency: usize) -> Self {
+        Self {
+            ctx,
+            in_progress: Arc::new(Semaphore::new(concurrency.max(1))),
+        }
     }
 }
 
@@ -66,6 +78,16 @@ impl Execution for ExecutionService {
         request: Request<DispatchRequest>,
     ) -> Result<Response<DispatchResponse>, Status> {
         let key = binding_key(request.get_ref())?;
+        let Ok(_permit) = self.in_progress.try_acquire() else {
+            tracing::debug!(binding = %key, "Dispatch calls at their limit; the binding is queued");
+            crate::metrics::metrics().dispatch_queued();
+            self.ctx.binding_queue.add(key);
+            return Ok(Response::new(DispatchResponse {
+                outcome: Outcome::Queued as i32,
+                works: vec![],
+                suspended_clusters: vec![],
+            }));
+        };
         let outcome = reconcile_binding(&self.ctx, &key).await.map_err(|error| {
             // The watch-driven queue retries; the caller may too.
             self.ctx.binding_queue.add_rate_limited(key.clone());

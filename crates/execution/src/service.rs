@@ -61,6 +61,10 @@ pub struct Args {
     /// Bindings reconciled concurrently.
     #[arg(long, default_value_t = 4)]
     pub binding_workers: usize,
+    /// `Dispatch` calls reconciled at once; a call beyond is answered `OUTCOME_QUEUED` and its
+    /// binding queued for the binding workers.
+    #[arg(long, default_value_t = 8)]
+    pub dispatch_concurrency: usize,
     /// Works applied concurrently per member cluster (one Work is never applied by two
     /// workers at once; an unreachable member still blocks only its own workers).
     #[arg(long, default_value_t = 4)]
@@ -217,7 +221,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
 
-    let routes = tonic::service::Routes::new(ExecutionServer::new(ExecutionService::new(ctx.clone())));
+    let routes = tonic::service::Routes::new(ExecutionServer::new(ExecutionService::new(
+        ctx.clone(),
+        args.dispatch_concurrency,
+    )));
     listener.serve(routes, readiness, shutdown.clone()).await?;
     shutdown.cancel();
     ctx.binding_queue.shut_down();
