@@ -22,7 +22,6 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::cache::CachedWork;
-use crate::clusters::Members;
 use crate::context::{BindingKey, Context};
 use crate::error::ExecutionError;
 use crate::metrics::metrics;
@@ -293,11 +292,11 @@ async fn reconcile_locked(
             for desired in upserts {
                 let current = existing.get(&desired.cluster);
                 if needs_write(current.map(Arc::as_ref), desired) {
+                    // Its cluster's worker takes it from the Work watch (a new generation), not
+                    // from here: queued twice, a Work picked up between the two adds was read
+                    // and reconciled twice.
                     apply_work(ctx, desired, traceparent.as_deref()).await?;
                     wrote_works = true;
-                    Members::ensure(ctx, &desired.cluster)
-                        .queue
-                        .add(desired.name.as_str().into());
                 }
                 outcome
                     .works

@@ -19,7 +19,6 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use crate::clusters::Members;
 use crate::context::Context;
 use crate::dispatch::{apply_work, cached_works_named, delete_work, needs_write};
 use crate::error::{ExecutionError, ManifestError};
@@ -174,10 +173,8 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
             .collect();
     for work in &desired {
         if needs_write(existing.get(&work.cluster).map(Arc::as_ref), work) {
+            // Its cluster's worker takes it from the Work watch, as a binding's Works.
             apply_work(ctx, work, None).await?;
-            Members::ensure(ctx, &work.cluster)
-                .queue
-                .add(work.name.as_str().into());
             // Reported with the write that skipped them (a namespace has no status to hold a
             // condition).
             for (cluster, failure) in failures.iter().filter(|(c, _)| *c == work.cluster) {
