@@ -919,25 +919,6 @@ mod tests {
         );
     }
 
-    /// Applies a JSON merge patch (RFC 7386) the way the API server does.
-    fn merge_patch(target: &mut Value, patch: &Value) {
-        let Value::Object(patch) = patch else {
-            *target = patch.clone();
-            return;
-        };
-        if !target.is_object() {
-            *target = json!({});
-        }
-        let map = target.as_object_mut().unwrap();
-        for (key, value) in patch {
-            if value.is_null() {
-                map.remove(key);
-            } else {
-                merge_patch(map.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-    }
-
     /// The binding the API holds after `decision` was written over `stored` (`None`: created),
     /// as JSON and as the distributor's view.
     fn written(dep: &DependencyRef, stored: Option<&Value>, decision: Plan) -> (Value, BindingView) {
@@ -953,11 +934,8 @@ mod tests {
                 },
                 "spec": spec,
             }),
-            (Some(stored), Plan::Patch(patch)) => {
-                let mut value = stored.clone();
-                merge_patch(&mut value, &patch);
-                value
-            }
+            // flotilla-apiserver's own JSON merge patch (RFC 7386).
+            (Some(stored), Plan::Patch(patch)) => flotilla_patch::merge_patch(stored, &patch).unwrap(),
             (_, other) => panic!("not a write: {other:?}"),
         };
         let binding: flotilla_api::ResourceBinding = serde_json::from_value(value.clone()).unwrap();
