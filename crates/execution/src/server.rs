@@ -22,7 +22,7 @@ use crate::works::BindingKind;
 pub struct ExecutionService {
     ctx: Arc<Context>,
     /// One permit per call that may reconcile at once.
-    in_progress: Arc<Semaphore>,
+    in_progress: Semaphore,
 }
 
 impl ExecutionService {
@@ -30,7 +30,7 @@ impl ExecutionService {
     pub fn new(ctx: Arc<Context>, concurrency: usize) -> Self {
         Self {
             ctx,
-            in_progress: Arc::new(Semaphore::new(concurrency.max(1))),
+            in_progress: Semaphore::new(concurrency.max(1)),
         }
     }
 }
