@@ -61,6 +61,8 @@ pub struct EnvOptions {
     pub service_args: BTreeMap<Service, Vec<String>>,
     /// Extra flags of the control-plane apiserver (e.g. `--allow-no-execute-taint-policy`).
     pub control_plane_args: Vec<String>,
+    /// Extra flags of every member apiserver (e.g. `--watch-window 1`).
+    pub member_args: Vec<String>,
     /// Extra environment per service (e.g. `OTEL_*`).
     pub service_env: Vec<(String, String)>,
     /// `--log-level` of the services.
@@ -77,6 +79,7 @@ impl Default for EnvOptions {
             member_labels: BTreeMap::new(),
             service_args: BTreeMap::new(),
             control_plane_args: vec![],
+            member_args: vec![],
             service_env: vec![],
             log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
             audit: false,
@@ -177,7 +180,7 @@ impl Env {
         for i in 1..=options.members {
             let options = ApiServerOptions {
                 simulate_workloads: true,
-                ..Default::default()
+                extra_args: options.member_args.clone(),
             };
             members.push(ApiServer::start(&format!("member{i}"), root.path(), &options).await);
         }

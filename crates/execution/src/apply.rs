@@ -330,13 +330,7 @@ async fn is_orphan(ctx: &Context, work: &Work) -> Result<bool, ExecutionError> {
     let uid = labels
         .get(flotilla_api::well_known::RESOURCE_BINDING_PERMANENT_ID_LABEL)
         .or_else(|| labels.get(flotilla_api::well_known::CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL));
-    let cached = match key.kind {
-        crate::works::BindingKind::ResourceBinding => {
-            ctx.stores.bindings.get(Some(&key.namespace), &key.name)
-        }
-        crate::works::BindingKind::ClusterResourceBinding => ctx.stores.cluster_bindings.get(None, &key.name),
-    };
-    if let (Some(cached), Some(uid)) = (cached, uid)
+    if let (Some(cached), Some(uid)) = (crate::watches::cached_binding(ctx, &key), uid)
         && cached.has_uid(uid)
     {
         return Ok(false);

@@ -193,6 +193,24 @@ impl CachedWork {
         self.not_applied.as_deref().map_or(Ok(()), Err)
     }
 
+    /// Whether the Work's cluster worker has nothing to do, as far as the cache tells: the Work
+    /// carries execution's finalizer, is not being deleted, its member objects hold its current
+    /// manifests, and it belongs to `binding` (the cached binding of [`Self::binding`], `None`
+    /// when that binding is not cached), not to a deleted one or an older one of the same name.
+    /// The resync leaves such a Work alone (its drift reaches the worker through the member
+    /// watches); a Work of no binding (a propagated namespace) needs no binding.
+    pub fn settled(&self, binding: Option<&CachedBinding>) -> bool {
+        let ours = match (&self.binding, binding) {
+            (None, _) => true,
+            (Some(key), Some(binding)) => binding
+                .uid
+                .as_deref()
+                .is_some_and(|uid| self.has_label(key.kind.permanent_id_label(), uid)),
+            (Some(_), None) => false,
+        };
+        ours && self.finalized && !self.deleting && self.not_applied.is_none()
+    }
+
     /// The digests of the manifests, in order.
     fn manifest_hashes(&self) -> &[u64] {
         &self.hashes[..self.manifests as usize]
@@ -664,5 +682,74 @@ mod tests {
         assert!(!cached.detector_managed);
         assert!(!cached.targets("member1"));
         assert!(!cached.of_namespace("default"));
+    }
+
+    /// A ResourceBinding `default/a` with uid `uid`, as cached.
+    fn binding(uid: &str) -> CachedBinding {
+        let mut binding = ResourceBinding::new("a", ResourceBindingSpec::default());
+        binding.metadata.namespace = Some("default".into());
+        binding.metadata.uid = Some(uid.into());
+        CachedBinding::from(binding)
+    }
+
+    #[test]
+    fn a_work_is_settled_only_when_nothing_is_left_for_its_worker() {
+        let work = stored(&desired());
+        let ours = binding("uid-1");
+        assert!(CachedWork::from(work.clone()).settled(Some(&ours)));
+
+        // Its binding is not cached (deleted, or not seen yet): the worker may delete it.
+        assert!(!CachedWork::from(work.clone()).settled(None));
+        // A binding of the same name with another uid (re-created): not the Work's binding.
+        assert!(!CachedWork::from(work.clone()).settled(Some(&binding("uid-2"))));
+        let mut no_uid = ResourceBinding::new("a", ResourceBindingSpec::default());
+        no_uid.metadata.namespace = Some("default".into());
+        assert!(!CachedWork::from(work.clone()).settled(Some(&CachedBinding::from(no_uid))));
+        // A new generation not applied yet.
+        let mut bumped = work.clone();
+        bumped.metadata.generation = Some(2);
+        bumped.spec.workload.manifests[0]["spec"]["replicas"] = json!(2);
+        assert!(!CachedWork::from(bumped).settled(Some(&ours)));
+        // An apply that failed.
+        let mut failed = work.clone();
+        let applied = &mut failed.status.as_mut().unwrap().conditions[0];
+        applied.status = "False".into();
+        applied.reason = "AppliedFailed".into();
+        assert!(!CachedWork::from(failed).settled(Some(&ours)));
+        // Never reported.
+        let mut unreported = work.clone();
+        unreported.status = None;
+        assert!(!CachedWork::from(unreported).settled(Some(&ours)));
+        // Without execution's finalizer (the worker adds it).
+        let mut unfinalized = work.clone();
+        unfinalized.metadata.finalizers = None;
+        assert!(!CachedWork::from(unfinalized).settled(Some(&ours)));
+        // Being deleted (the worker removes the member objects).
+        let mut deleting = work.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert!(!CachedWork::from(deleting).settled(Some(&ours)));
+
+        // A ClusterResourceBinding's Work carries its uid under the cluster-scoped label.
+        let mut cluster_scoped = desired();
+        cluster_scoped.labels = BTreeMap::from([(
+            "clusterresourcebinding.karmada.io/permanent-id".into(),
+            "uid-c".into(),
+        )]);
+        cluster_scoped.annotations =
+            BTreeMap::from([("clusterresourcebinding.karmada.io/name".into(), "c".into())]);
+        let mut cluster_binding = ClusterResourceBinding::new("c", ResourceBindingSpec::default().into());
+        cluster_binding.metadata.uid = Some("uid-c".into());
+        let cluster_binding = CachedBinding::from(cluster_binding);
+        assert!(CachedWork::from(stored(&cluster_scoped)).settled(Some(&cluster_binding)));
+        // The same uid under the namespaced label is not the cluster-scoped binding's.
+        cluster_scoped.labels =
+            BTreeMap::from([("resourcebinding.karmada.io/permanent-id".into(), "uid-c".into())]);
+        assert!(!CachedWork::from(stored(&cluster_scoped)).settled(Some(&cluster_binding)));
+
+        // A Work of no binding (a propagated namespace's) needs none.
+        let mut namespace_work = work;
+        namespace_work.metadata.labels = None;
+        namespace_work.metadata.annotations = None;
+        assert!(CachedWork::from(namespace_work).settled(None));
     }
 }

@@ -3,7 +3,7 @@
 //! probe that writes each Cluster's `Ready` condition and version, and the watches on the
 //! member objects execution manages.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,9 @@ pub struct Member {
     watches: Mutex<HashMap<(String, String), JoinHandle<()>>>,
     /// Member objects a worker is applying or has just applied ([`Member::begin_apply`]).
     echoes: Mutex<HashMap<EchoKey, Echo>>,
+    /// The kinds (apiVersion, kind) a member watch has listed, kept when the watches are
+    /// dropped ([`Member::listed_again`]).
+    listed: Mutex<HashSet<(String, String)>>,
 }
 
 /// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
@@ -135,7 +138,19 @@ impl Member {
             client: Mutex::new(None),
             watches: Mutex::new(HashMap::new()),
             echoes: Mutex::new(HashMap::new()),
+            listed: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// A member watch of `kind` finished listing: whether `kind` was listed before, by this
+    /// watch or by one it replaced (new credentials drop the watches). Such a listing follows a
+    /// gap in which an object may have been deleted without an event.
+    fn listed_again(&self, kind: &(String, String)) -> bool {
+        !self
+            .listed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(kind.clone())
     }
 
     fn echoes(&self) -> MutexGuard<'_, HashMap<EchoKey, Echo>> {
@@ -408,7 +423,10 @@ pub fn member_error(cluster: &str, action: impl Into<String>, error: kube::Error
 }
 
 /// Makes sure the member objects of `kind` carrying `karmada.io/managed=true` are watched in
-/// `member`, so a drifted or deleted object re-queues its Work at once. The watch asks for
+/// `member`, so a drifted or deleted object re-queues its Work at once; when a watch lists a kind
+/// listed before (it lost its place, or it replaced a dropped watch), every Work of the cluster
+/// is queued, since an object deleted meanwhile sends no event and the resync leaves settled
+/// Works alone. The watch asks for
 /// metadata only: the Work's annotations are all it reads, and whole objects would cost the
 /// member API server and this service a serialization each. An `Api<PartialObjectMeta<_>>`
 /// lists and watches with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
@@ -425,10 +443,11 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
     let queue = member.queue.clone();
     let namespace = member.namespace();
     let shutdown = ctx.shutdown.clone();
-    let echoes = Arc::clone(member);
     let watched = key.clone();
     let cluster = member.name.clone();
     let kind_name = kind.resource.kind.clone();
+    let ctx = Arc::clone(ctx);
+    let member = Arc::clone(member);
     let handle = tokio::spawn(async move {
         let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
         let mut events = watcher(api, config).default_backoff().boxed();
@@ -441,7 +460,18 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
             let (object, deleted) = match event {
                 Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => (object, false),
                 Ok(watcher::Event::Delete(object)) => (object, true),
-                Ok(_) => continue,
+                Ok(watcher::Event::InitDone) => {
+                    // Listing again means the watch lost its place (the member restarted, its
+                    // history moved on while the watch was away, or new credentials replaced
+                    // the watch). An object deleted in the gap sends no event, and the resync
+                    // leaves settled Works alone: every Work of the cluster is checked again.
+                    if member.listed_again(&watched) {
+                        tracing::info!(%cluster, kind = %kind_name, "member watch listed again; queueing the cluster's Works");
+                        enqueue_cluster_works(&ctx, &member);
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::Init) => continue,
                 Err(error) => {
                     tracing::debug!(%cluster, kind = %kind_name, %error, "member watch failed; retrying");
                     continue;
@@ -460,7 +490,7 @@ pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberCli
                 object.namespace().unwrap_or_default(),
                 object.name_any(),
             );
-            match echoes.on_event(&echo_key, object.resource_version().as_deref(), deleted, work) {
+            match member.on_event(&echo_key, object.resource_version().as_deref(), deleted, work) {
                 EventAction::Queue => queue.add(work.as_str().into()),
                 EventAction::Skip => {}
             }
@@ -699,6 +729,19 @@ mod tests {
         member.begin_apply(key("web")).end(Some("14"), Some("13"));
         member.invalidate();
         assert_eq!(event("web", "14"), Queue);
+    }
+
+    #[test]
+    fn a_kind_listed_before_is_listed_again_even_by_a_new_watch() {
+        let member = Member::new("member1");
+        let deployments = ("apps/v1".to_owned(), "Deployment".to_owned());
+        let config_maps = ("v1".to_owned(), "ConfigMap".to_owned());
+        assert!(!member.listed_again(&deployments), "the first listing");
+        assert!(!member.listed_again(&config_maps), "kinds are apart");
+        assert!(member.listed_again(&deployments), "a relist of the same watch");
+        // New credentials drop the watches; the next watch's first listing follows a gap too.
+        member.invalidate();
+        assert!(member.listed_again(&config_maps));
     }
 
     #[test]

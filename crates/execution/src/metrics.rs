@@ -14,6 +14,8 @@
 //! | `flotilla_execution_cluster_failover_taint` | `cluster`, `effect` | 1 while the cluster carries a failover taint (`not-ready`/`unreachable`) of that effect |
 //! | `flotilla_execution_cluster_taint_policies` | `valid` | ClusterTaintPolicies in execution's cache, valid (applied) or not (ignored) |
 //! | `flotilla_execution_dispatch_queued_total` | | `Dispatch` calls answered `OUTCOME_QUEUED` (beyond `--dispatch-concurrency`) |
+//! | `flotilla_execution_resync_works_queued_total` | | Works the periodic resync queued to their cluster's workers (not settled) |
+//! | `flotilla_execution_resync_works_settled_total` | | Works the periodic resync left alone (settled: applied, finalized, of a cached binding) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -89,6 +91,8 @@ pub struct Metrics {
     failover_taints: Family<TaintLabels, Gauge>,
     taint_policies: Family<ValidLabels, Gauge>,
     dispatch_queued: Counter,
+    resync_queued: Counter,
+    resync_settled: Counter,
 }
 
 /// The process-wide metrics, registered on first use.
@@ -107,6 +111,8 @@ pub fn metrics() -> &'static Metrics {
             failover_taints: Family::default(),
             taint_policies: Family::default(),
             dispatch_queued: Counter::default(),
+            resync_queued: Counter::default(),
+            resync_settled: Counter::default(),
         };
         register(
             "execution_owned_clusters",
@@ -163,6 +169,16 @@ pub fn metrics() -> &'static Metrics {
             "Dispatch calls answered OUTCOME_QUEUED because --dispatch-concurrency calls were in progress",
             metrics.dispatch_queued.clone(),
         );
+        register(
+            "execution_resync_works_queued",
+            "Works the periodic resync queued to their cluster's workers (not settled)",
+            metrics.resync_queued.clone(),
+        );
+        register(
+            "execution_resync_works_settled",
+            "Works the periodic resync left alone (applied, finalized, of a cached binding)",
+            metrics.resync_settled.clone(),
+        );
         metrics
     })
 }
@@ -171,6 +187,12 @@ impl Metrics {
     /// Counts a `Dispatch` call answered `OUTCOME_QUEUED`.
     pub fn dispatch_queued(&self) {
         self.dispatch_queued.inc();
+    }
+
+    /// Counts one resync pass: Works queued and Works left alone as settled.
+    pub fn resynced(&self, queued: usize, settled: usize) {
+        self.resync_queued.inc_by(queued as u64);
+        self.resync_settled.inc_by(settled as u64);
     }
 
     /// Records one member apply.

@@ -290,7 +290,7 @@ async fn run_rebalance(ctx: Arc<Context>, membership: Membership) {
     let mut view = membership.subscribe();
     loop {
         view.borrow_and_update();
-        queue_everything(&ctx);
+        queue_everything(&ctx, Sweep::All);
         tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
             changed = view.changed() => if changed.is_err() { return },
@@ -298,8 +298,13 @@ async fn run_rebalance(ctx: Arc<Context>, membership: Membership) {
     }
 }
 
-/// Queues every binding, Work and namespace once per resync period: a safety net under the
-/// watches (member drift missed while a watch reconnected, a lost event).
+/// Once per resync period, queues every binding, namespace and ClusterTaintPolicy, and every
+/// Work that is not settled ([`CachedWork::settled`]): a safety net under the watches (a lost
+/// event, a failed apply whose retry was dropped). A settled Work is left alone: reading it and
+/// its member objects again would cost two API reads per member object each period, and what
+/// could unsettle it reaches its worker without the resync (a member object's change or deletion
+/// through the member watch, which queues every Work of its cluster when it has to list again;
+/// a member that comes back through the probe; a Work or binding change through their watches).
 async fn run_resync(ctx: Arc<Context>) {
     let mut ticker = tokio::time::interval(ctx.settings.resync_period);
     ticker.tick().await;
@@ -308,18 +313,43 @@ async fn run_resync(ctx: Arc<Context>) {
             _ = ctx.shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        queue_everything(&ctx);
+        let (queued, settled) = queue_everything(&ctx, Sweep::Resync);
+        metrics().resynced(queued, settled);
+        tracing::debug!(works_queued = queued, works_settled = settled, "resync");
     }
 }
 
-/// Queues every binding, Work and namespace.
-fn queue_everything(ctx: &Arc<Context>) {
-    for binding in crate::watches::cached_bindings(ctx) {
+/// Which Works [`queue_everything`] queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sweep {
+    /// All of them (this replica's share of the clusters may have changed).
+    All,
+    /// Those that are not settled ([`run_resync`]).
+    Resync,
+}
+
+/// Queues every binding, namespace and ClusterTaintPolicy, and the Works `sweep` asks for;
+/// returns how many Works were queued and how many were left alone as settled.
+fn queue_everything(ctx: &Arc<Context>, sweep: Sweep) -> (usize, usize) {
+    for binding in watches::cached_bindings(ctx) {
         ctx.binding_queue.add(binding.key.clone());
     }
+    let (mut queued, mut settled) = (0, 0);
     for work in ctx.stores.works.state() {
+        if sweep == Sweep::Resync
+            && work.settled(
+                work.binding
+                    .as_deref()
+                    .and_then(|key| watches::cached_binding(ctx, key))
+                    .as_deref(),
+            )
+        {
+            settled += 1;
+            continue;
+        }
         if let Some(cluster) = cluster_of_execution_namespace(work.namespace()) {
             Members::ensure(ctx, cluster).queue.add(work.shared_name());
+            queued += 1;
         }
     }
     for namespace in ctx.stores.namespaces.state() {
@@ -328,6 +358,7 @@ fn queue_everything(ctx: &Arc<Context>) {
     for policy in ctx.stores.taint_policies.state() {
         ctx.taint_policy_queue.add(policy.name_any());
     }
+    (queued, settled)
 }
 
 /// Every few seconds: readiness of the control-plane API, queue depths and suspended Works.

@@ -27,7 +27,8 @@ use serde::de::DeserializeOwned;
 
 use crate::cache::{CachedBinding, CachedWork};
 use crate::clusters::Members;
-use crate::context::{Context, Stores};
+use crate::context::{BindingKey, Context, Stores};
+use crate::works::BindingKind;
 
 /// The writing halves of the caches, consumed by [`spawn`].
 pub struct Writers {
@@ -293,6 +294,14 @@ pub(crate) fn cached_bindings(ctx: &Context) -> impl Iterator<Item = Arc<CachedB
         .state()
         .into_iter()
         .chain(stores.cluster_bindings.state())
+}
+
+/// The cached binding `key` names.
+pub(crate) fn cached_binding(ctx: &Context, key: &BindingKey) -> Option<Arc<CachedBinding>> {
+    match key.kind {
+        BindingKind::ResourceBinding => ctx.stores.bindings.get(Some(&key.namespace), &key.name),
+        BindingKind::ClusterResourceBinding => ctx.stores.cluster_bindings.get(None, &key.name),
+    }
 }
 
 /// Queues every binding with a Work in `cluster` (its spec targets it).

@@ -53,6 +53,16 @@ pub enum BindingKind {
     ClusterResourceBinding,
 }
 
+impl BindingKind {
+    /// The label that carries the binding's uid on its Works.
+    pub fn permanent_id_label(self) -> &'static str {
+        match self {
+            BindingKind::ResourceBinding => RESOURCE_BINDING_PERMANENT_ID_LABEL,
+            BindingKind::ClusterResourceBinding => CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
+        }
+    }
+}
+
 /// A binding as far as Work planning needs it.
 #[derive(Clone, Copy, Debug)]
 pub struct BindingView<'a> {
@@ -71,10 +81,7 @@ pub struct BindingView<'a> {
 impl BindingView<'_> {
     /// The permanent-id label key of this kind of binding.
     pub fn permanent_id_label(&self) -> &'static str {
-        match self.kind {
-            BindingKind::ResourceBinding => RESOURCE_BINDING_PERMANENT_ID_LABEL,
-            BindingKind::ClusterResourceBinding => CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
-        }
+        self.kind.permanent_id_label()
     }
 
     /// The suspension the binding asks for, aliases resolved.
