@@ -66,13 +66,15 @@ async fn work_reads(env: &Env) -> f64 {
         .sum()
 }
 
-#[tokio::test]
-async fn the_resync_leaves_settled_works_alone() {
+/// Two members; execution resyncs every `resync_period`; the members run with `member_args`.
+/// `web` and `api` are applied and present in both members.
+async fn propagated(resync_period: &str, member_args: &[&str]) -> Env {
     let env = Env::start(EnvOptions {
         members: 2,
+        member_args: member_args.iter().map(ToString::to_string).collect(),
         service_args: BTreeMap::from([(
             Service::Execution,
-            vec!["--resync-period".to_owned(), "1s".to_owned()],
+            vec!["--resync-period".to_owned(), resync_period.to_owned()],
         )]),
         ..Default::default()
     })
@@ -90,6 +92,12 @@ async fn the_resync_leaves_settled_works_alone() {
             .await;
         }
     }
+    env
+}
+
+#[tokio::test]
+async fn the_resync_leaves_settled_works_alone() {
+    let env = propagated("1s", &[]).await;
 
     // Four Works, applied: once their reports are in execution's cache (the members' simulated
     // workload status included), a resync pass (every second here) finds all four settled. Two
@@ -126,24 +134,7 @@ async fn the_resync_leaves_settled_works_alone() {
 async fn a_member_object_deleted_while_the_member_watch_was_away_is_created_again() {
     // The member keeps one revision for watch resumption, so a watch that was away while the
     // member changed must list again (410 Gone); the resync is an hour away and takes no part.
-    let mut env = Env::start(EnvOptions {
-        members: 2,
-        member_args: vec!["--watch-window".to_owned(), "1".to_owned()],
-        service_args: BTreeMap::from([(
-            Service::Execution,
-            vec!["--resync-period".to_owned(), "1h".to_owned()],
-        )]),
-        ..Default::default()
-    })
-    .await;
-    let cp = env.control_plane_client().await;
-    fixtures::apply(&cp, POLICY).await;
-    fixtures::apply(&cp, &deployment_yaml("default", "web", 1, "nginx:1.25")).await;
-    fixtures::apply(&cp, &deployment_yaml("default", "api", 1, "nginx:1.25")).await;
-    let member1 = env.member_client(1).await;
-    for name in ["web", "api"] {
-        wait_member_deployment(&member1, "default", name, &format!("{name} in member1"), |_| true).await;
-    }
+    let mut env = propagated("1h", &["--watch-window", "1"]).await;
 
     // Execution is away (paused, its connections kept) while member1 restarts, which cuts its
     // member watch; then web is deleted in member1 and member1 moves on past its window.
