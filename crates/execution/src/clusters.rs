@@ -426,10 +426,9 @@ pub fn member_error(cluster: &str, action: impl Into<String>, error: kube::Error
 /// `member`, so a drifted or deleted object re-queues its Work at once; when a watch lists a kind
 /// listed before (it lost its place, or it replaced a dropped watch), every Work of the cluster
 /// is queued, since an object deleted meanwhile sends no event and the resync leaves settled
-/// Works alone. The watch asks for
-/// metadata only: the Work's annotations are all it reads, and whole objects would cost the
-/// member API server and this service a serialization each. An `Api<PartialObjectMeta<_>>`
-/// lists and watches with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
+/// Works alone. The watch asks for metadata only: the Work's annotations are all it reads, and
+/// whole objects would cost the member API server and this service a serialization each. An
+/// `Api<PartialObjectMeta<_>>` lists and watches with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
 /// (kube >= 3.1; kube-runtime's deprecated `metadata_watcher` sends the same requests), so the
 /// server sends metadata, not whole objects (`crates/apiserver/tests/kube_client.rs`,
 /// `metadata_only_list_and_watch`).
