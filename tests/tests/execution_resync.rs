@@ -1,7 +1,10 @@
-//! Execution's periodic resync (issue 17, round 13): it leaves settled Works alone (no read of
-//! the Work, no read of its member objects), and what it then no longer covers is covered
-//! elsewhere: a member object deleted while execution's member watch was away (the watch had to
-//! list again) is re-created without waiting for any resync.
+//! Execution's periodic resync (issue 17, rounds 13 and 14): it leaves settled bindings and
+//! Works alone (no read of the binding or its template, no read of the Work or its member
+//! objects), and what it then no longer covers is covered elsewhere: a member object deleted
+//! while execution's member watch was away (the watch had to list again) is re-created without
+//! waiting for any resync. A binding's status change alone does not queue the binding (as in
+//! Karmada); a binding it unsettled is queued by the next resync; a change of its metadata is
+//! queued at once.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
@@ -9,13 +12,14 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use flotilla_api::ResourceBinding;
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, wait_member_deployment};
 use flotilla_e2e::wait::wait_until;
 use flotilla_e2e::{Env, EnvOptions, Service};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
 use serde_json::json;
 
 /// Places the Deployments named `web` and `api` in `default` on `member1` and `member2`.
@@ -37,33 +41,105 @@ spec:
       clusterNames: [member1, member2]
 ";
 
-/// Execution's counters of Works queued and left alone by the resync, and its Work reads.
-async fn resync_counters(env: &Env) -> (f64, f64, f64) {
-    let queued = env
-        .metric_sample(Service::Execution, "flotilla_execution_resync_works_queued_total")
-        .await
-        .unwrap_or_default();
-    let settled = env
-        .metric_sample(
-            Service::Execution,
-            "flotilla_execution_resync_works_settled_total",
-        )
-        .await
-        .unwrap_or_default();
-    (queued, settled, work_reads(env).await)
+/// What execution's resync and reads have counted so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Counters {
+    works_queued: f64,
+    works_settled: f64,
+    work_reads: f64,
+    bindings_queued: f64,
+    bindings_settled: f64,
+    binding_reads: f64,
 }
 
-/// Execution's GETs of Works, as its `flotilla_control_plane_requests_total` counts them.
-async fn work_reads(env: &Env) -> f64 {
+impl Counters {
+    /// Whether nothing was queued or read since `since`.
+    fn quiet_since(&self, since: &Counters) -> bool {
+        self.works_queued == since.works_queued
+            && self.work_reads == since.work_reads
+            && self.bindings_queued == since.bindings_queued
+            && self.binding_reads == since.binding_reads
+    }
+}
+
+/// Execution's counters of Works and bindings queued and left alone by the resync, and its
+/// reads of them.
+async fn resync_counters(env: &Env) -> Counters {
+    let sample = |name: &'static str| async move {
+        env.metric_sample(Service::Execution, name)
+            .await
+            .unwrap_or_default()
+    };
+    Counters {
+        works_queued: sample("flotilla_execution_resync_works_queued_total").await,
+        works_settled: sample("flotilla_execution_resync_works_settled_total").await,
+        work_reads: reads(env, "works").await,
+        bindings_queued: sample("flotilla_execution_resync_bindings_queued_total").await,
+        bindings_settled: sample("flotilla_execution_resync_bindings_settled_total").await,
+        binding_reads: reads(env, "resourcebindings").await,
+    }
+}
+
+/// Execution's GETs of `resource`, as its `flotilla_control_plane_requests_total` counts them.
+async fn reads(env: &Env, resource: &str) -> f64 {
     let (_, body) = env.http_get(Service::Execution, "/metrics").await.unwrap();
+    let resource = format!(r#"resource="{resource}""#);
     body.lines()
         .filter(|line| {
             line.starts_with("flotilla_control_plane_requests_total{")
                 && line.contains(r#"verb="get""#)
-                && line.contains(r#"resource="works""#)
+                && line.contains(&resource)
         })
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The `FullyApplied` condition of `name`'s binding in `default`: status and observed
+/// generation, with the binding's generation.
+async fn fully_applied(cp: &Client, name: &str) -> Option<(String, Option<i64>, Option<i64>)> {
+    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
+        .get(&format!("{name}-deployment"))
+        .await
+        .unwrap();
+    let condition = binding
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == "FullyApplied")?;
+    Some((
+        condition.status.clone(),
+        condition.observed_generation,
+        binding.metadata.generation,
+    ))
+}
+
+/// Waits until `name`'s binding is `FullyApplied` `True` for its generation.
+async fn wait_fully_applied(cp: &Client, name: &str, what: &str) {
+    wait_until(what, TIMEOUT, || async {
+        let (status, observed, generation) = fully_applied(cp, name).await?;
+        (status == "True" && observed == generation).then_some(())
+    })
+    .await;
+}
+
+/// Removes `FullyApplied` from `name`'s binding's status, as another status writer could.
+async fn remove_fully_applied(cp: &Client, name: &str) {
+    let api = Api::<ResourceBinding>::namespaced(cp.clone(), "default");
+    let name = format!("{name}-deployment");
+    let binding = api.get(&name).await.unwrap();
+    let others: Vec<_> = binding
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| c.type_ != "FullyApplied")
+        .collect();
+    let patch = json!({
+        "metadata": {"resourceVersion": binding.metadata.resource_version},
+        "status": {"conditions": others},
+    });
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
 }
 
 /// Two members; execution resyncs every `resync_period`; the members run with `member_args`.
@@ -96,37 +172,69 @@ async fn propagated(resync_period: &str, member_args: &[&str]) -> Env {
 }
 
 #[tokio::test]
-async fn the_resync_leaves_settled_works_alone() {
+async fn the_resync_leaves_settled_bindings_and_works_alone() {
     let env = propagated("1s", &[]).await;
+    let cp = env.control_plane_client().await;
 
-    // Four Works, applied: once their reports are in execution's cache (the members' simulated
-    // workload status included), a resync pass (every second here) finds all four settled. Two
-    // passes' worth of settled Works go by during which the resync queues nothing and execution
-    // reads no Work; a resync that queued every Work would read each of them at every pass.
+    // Two bindings dispatched to two members, four Works applied: once their reports are in
+    // execution's caches (the members' simulated workload status included), a resync pass (every
+    // second here) finds every binding and Work settled. Two passes' worth of them go by during
+    // which the resync queues nothing and execution reads no binding and no Work; a resync that
+    // queued them would read each at every pass.
     let since = Rc::new(Cell::new(resync_counters(&env).await));
     wait_until(
-        "two resync passes that leave every Work alone and read none",
+        "two resync passes that leave every binding and Work alone and read none",
         TIMEOUT,
         || {
             let (env, since) = (&env, Rc::clone(&since));
             async move {
                 let now = resync_counters(env).await;
-                let (queued, settled, reads) = since.get();
-                if now.0 != queued || now.2 != reads {
-                    // A Work was queued or read (a report not in the cache yet, a member's
+                let before = since.get();
+                if !now.quiet_since(&before) {
+                    // Something was queued or read (a report not in the cache yet, a member's
                     // status change): count again from here.
                     since.set(now);
                     return None;
                 }
-                (now.1 >= settled + 8.0).then_some(())
+                (now.works_settled >= before.works_settled + 8.0
+                    && now.bindings_settled >= before.bindings_settled + 4.0)
+                    .then_some(())
             }
         },
     )
     .await;
-    let (_, settled, _) = resync_counters(&env).await;
-    assert!(
-        settled >= 8.0,
-        "the resync counted the settled Works it left alone: {settled}"
+
+    // Another writer removes web's FullyApplied: a status change alone does not queue the
+    // binding (its watch event leaves the signature as it was), but web is no longer settled,
+    // so the next pass queues it and execution writes the condition back. Had the watch event
+    // queued web, the condition would be back before the pass, which would then find web
+    // settled and queue nothing.
+    let before = resync_counters(&env).await;
+    remove_fully_applied(&cp, "web").await;
+    wait_until("the resync to queue web's binding", TIMEOUT, || async {
+        (resync_counters(&env).await.bindings_queued > before.bindings_queued).then_some(())
+    })
+    .await;
+    wait_fully_applied(&cp, "web", "web's FullyApplied back").await;
+
+    // A change of what the binding's reconcile reads (here a label) queues it at once.
+    let before = resync_counters(&env).await;
+    Api::<ResourceBinding>::namespaced(cp.clone(), "default")
+        .patch(
+            "web-deployment",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "web"}}})),
+        )
+        .await
+        .unwrap();
+    wait_until("execution to read web's binding again", TIMEOUT, || async {
+        (resync_counters(&env).await.binding_reads > before.binding_reads).then_some(())
+    })
+    .await;
+    let after = resync_counters(&env).await;
+    assert_eq!(
+        after.bindings_queued, before.bindings_queued,
+        "the watch, not the resync, queued web: {before:?} -> {after:?}"
     );
 }
 

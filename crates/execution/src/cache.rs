@@ -33,7 +33,9 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use flotilla_api::work::ResourceHealth;
+use flotilla_api::policy::EffectiveSuspension;
+use flotilla_api::well_known::conditions;
+use flotilla_api::work::{ResourceBindingStatus, ResourceHealth};
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, Work};
 use flotilla_overrides::{APPLIED_CLUSTER_OVERRIDES_ANNOTATION, APPLIED_OVERRIDES_ANNOTATION};
 use flotilla_runtime::intern::Interner;
@@ -47,7 +49,7 @@ use crate::manifest::manifest_digest;
 use crate::namespaces::PROPAGATED_NAMESPACE_LABEL;
 use crate::overrides::detector_managed;
 use crate::status::work_applied;
-use crate::works::{BindingKind, DesiredWork, WORK_FINALIZER};
+use crate::works::{BINDING_FINALIZER, BindingKind, DesiredWork, WORK_FINALIZER};
 
 /// Execution namespaces, shared by the Works in them.
 static NAMESPACES: Interner<str> = Interner::new();
@@ -272,11 +274,12 @@ impl CachedWork {
 
 /// A binding as execution's watch cache keeps it. The cache only finds the bindings to queue:
 /// those targeting a cluster (`spec.clusters`), those of a template namespace
-/// (`spec.resource.namespace`), those the detector manages ([`detector_managed`]); and it tells
-/// whether a Work's binding still exists (uid). A binding is
-/// reconciled from a fresh read (`dispatch::get_binding`), never from the cache, so everything
-/// else (status, placement, metadata) is left out: about 150 bytes and a few strings instead of
-/// the 1.4 KiB a `ResourceBinding` takes inline.
+/// (`spec.resource.namespace`), those the detector manages ([`detector_managed`]), those whose
+/// change the binding controller must see ([`Self::signature`]) and those the resync cannot
+/// leave alone ([`Self::settled`]); and it tells whether a Work's binding still exists (uid). A
+/// binding is reconciled from a fresh read (`dispatch::get_binding`), never from the cache, so
+/// everything else (status, placement, metadata) is left out: about 160 bytes and a few strings
+/// instead of the 1.4 KiB a `ResourceBinding` takes inline.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
     /// Kind, namespace and name.
@@ -287,6 +290,11 @@ pub struct CachedBinding {
     clusters: Box<[Box<str>]>,
     /// `spec.resource.namespace`.
     resource_namespace: Option<Box<str>>,
+    /// A hash of everything of the binding its reconcile reads, except the status execution
+    /// writes ([`Self::signature`]).
+    signature: u64,
+    /// Whether the binding's current generation is dispatched ([`dispatched`]).
+    dispatched: bool,
     /// Whether the detector manages the binding ([`detector_managed`]).
     pub detector_managed: bool,
 }
@@ -298,18 +306,51 @@ impl flotilla_runtime::cache::Keyed for CachedBinding {
 }
 
 impl CachedBinding {
-    fn of(kind: BindingKind, metadata: ObjectMeta, spec: &ResourceBindingSpec) -> Self {
+    fn of(
+        kind: BindingKind,
+        metadata: ObjectMeta,
+        spec: &ResourceBindingSpec,
+        status: Option<&ResourceBindingStatus>,
+    ) -> Self {
         Self {
+            signature: binding_signature(&metadata, status),
+            dispatched: dispatched(&metadata, spec, status),
+            uid: metadata.uid.as_deref().map(Box::from),
+            clusters: spec.cluster_names().map(Box::from).collect(),
+            resource_namespace: spec.resource.namespace.as_deref().map(Box::from),
+            detector_managed: metadata.annotations.as_ref().is_some_and(detector_managed),
             key: BindingKey {
                 kind,
                 namespace: metadata.namespace.unwrap_or_default(),
                 name: metadata.name.unwrap_or_default(),
             },
-            uid: metadata.uid.as_deref().map(Box::from),
-            clusters: spec.cluster_names().map(Box::from).collect(),
-            resource_namespace: spec.resource.namespace.as_deref().map(Box::from),
-            detector_managed: metadata.annotations.as_ref().is_some_and(detector_managed),
         }
+    }
+
+    /// What of the binding, when it changes, its reconcile must see: its generation (every
+    /// change of its spec), deletion, finalizers, labels and annotations (the override policies
+    /// the detector recorded, the trace of the change), and the generation the scheduler last
+    /// scheduled. The status execution writes itself (`aggregatedStatus`, conditions) and the
+    /// other services' conditions are left out: a binding's watch event that changes only them
+    /// would have its reconcile read the binding and its template to find nothing to do (as
+    /// Karmada's binding status controller, which ignores binding status changes too).
+    pub fn signature(&self) -> u64 {
+        self.signature
+    }
+
+    /// Whether the binding's reconcile has nothing to do, as far as the caches tell: its current
+    /// generation is dispatched ([`dispatched`]) and `works` (the cached Works of its name, by
+    /// cluster) are exactly one settled Work ([`CachedWork::settled`]) for each cluster of its
+    /// spec. The resync leaves such a binding alone: what could unsettle it reaches the binding
+    /// controller through the watches (a change of the binding, a report or deletion of one of
+    /// its Works, a cluster's or override policy's change).
+    pub fn settled(&self, works: &BTreeMap<String, Arc<CachedWork>>) -> bool {
+        self.dispatched
+            && works.len() == self.clusters.len()
+            && self
+                .clusters
+                .iter()
+                .all(|cluster| works.get(&**cluster).is_some_and(|work| work.settled(Some(self))))
     }
 
     /// Whether the binding's uid is `uid`.
@@ -330,7 +371,12 @@ impl CachedBinding {
 
 impl From<ResourceBinding> for CachedBinding {
     fn from(binding: ResourceBinding) -> Self {
-        Self::of(BindingKind::ResourceBinding, binding.metadata, &binding.spec)
+        Self::of(
+            BindingKind::ResourceBinding,
+            binding.metadata,
+            &binding.spec,
+            binding.status.as_ref(),
+        )
     }
 }
 
@@ -340,8 +386,53 @@ impl From<ClusterResourceBinding> for CachedBinding {
             BindingKind::ClusterResourceBinding,
             binding.metadata,
             &binding.spec,
+            binding.status.as_ref(),
         )
     }
+}
+
+/// [`CachedBinding::signature`] of a binding's metadata and status.
+fn binding_signature(metadata: &ObjectMeta, status: Option<&ResourceBindingStatus>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    (
+        metadata.generation,
+        metadata.deletion_timestamp.is_some(),
+        &metadata.finalizers,
+        &metadata.labels,
+        &metadata.annotations,
+        status.and_then(|s| s.scheduler_observed_generation),
+    )
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether a binding's current generation is dispatched and nothing in it keeps the binding
+/// controller busy: it carries the binding controller's finalizer, is not being deleted, the
+/// scheduler scheduled its generation and execution wrote `FullyApplied` `True` for it, and it
+/// suspends dispatching to no cluster and has no graceful eviction task (those keep or remove
+/// Works over time).
+fn dispatched(
+    metadata: &ObjectMeta,
+    spec: &ResourceBindingSpec,
+    status: Option<&ResourceBindingStatus>,
+) -> bool {
+    let generation = metadata.generation;
+    let Some(status) = status else { return false };
+    generation.is_some()
+        && metadata.deletion_timestamp.is_none()
+        && metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == BINDING_FINALIZER)
+        && status.scheduler_observed_generation == generation
+        && flotilla_api::conditions::find(&status.conditions, conditions::FULLY_APPLIED)
+            .is_some_and(|c| c.status == "True" && c.observed_generation == generation)
+        && spec
+            .suspension
+            .as_ref()
+            .is_none_or(|s| s.effective() == EffectiveSuspension::default())
+        && spec.graceful_eviction_tasks.is_empty()
 }
 
 /// A hash of one label or annotation (`key`, `value`). 64 bits: two different pairs of one
@@ -363,6 +454,7 @@ fn records_hash(namespaced: Option<&String>, cluster: Option<&String>) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use flotilla_api::policy::Suspension;
     use flotilla_api::work::{ManifestStatus, ResourceIdentifier, WorkSpec, WorkStatus, WorkloadTemplate};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use serde_json::json;
@@ -751,5 +843,191 @@ mod tests {
         namespace_work.metadata.labels = None;
         namespace_work.metadata.annotations = None;
         assert!(CachedWork::from(namespace_work).settled(None));
+    }
+
+    /// `default/a` (uid `uid-1`), scheduled to member1 and member2 at generation 2 and
+    /// dispatched there: `FullyApplied` `True` for generation 2, execution's finalizer.
+    fn dispatched_binding() -> ResourceBinding {
+        use flotilla_api::work::TargetCluster;
+        let spec = ResourceBindingSpec {
+            clusters: ["member1", "member2"]
+                .map(|name| TargetCluster {
+                    name: name.into(),
+                    replicas: 1,
+                })
+                .into(),
+            ..Default::default()
+        };
+        let mut binding = ResourceBinding::new("a", spec);
+        binding.metadata.namespace = Some("default".into());
+        binding.metadata.uid = Some("uid-1".into());
+        binding.metadata.generation = Some(2);
+        binding.metadata.resource_version = Some("10".into());
+        binding.metadata.finalizers = Some(vec![BINDING_FINALIZER.into()]);
+        binding.status = Some(ResourceBindingStatus {
+            scheduler_observed_generation: Some(2),
+            conditions: vec![Condition {
+                type_: conditions::FULLY_APPLIED.into(),
+                status: "True".into(),
+                reason: "FullyAppliedSuccess".into(),
+                message: "All works have been successfully applied".into(),
+                observed_generation: Some(2),
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            }],
+            ..Default::default()
+        });
+        binding
+    }
+
+    /// The Work of [`dispatched_binding`] in `cluster`, applied, as cached.
+    fn applied_work(cluster: &str) -> Arc<CachedWork> {
+        let mut desired = desired();
+        desired.cluster = cluster.into();
+        desired.namespace = flotilla_api::well_known::execution_namespace(cluster);
+        Arc::new(CachedWork::from(stored(&desired)))
+    }
+
+    /// The binding's Works in `clusters`, by cluster.
+    fn works_in(clusters: &[&str]) -> BTreeMap<String, Arc<CachedWork>> {
+        clusters
+            .iter()
+            .map(|c| ((*c).to_owned(), applied_work(c)))
+            .collect()
+    }
+
+    #[test]
+    fn the_binding_signature_moves_with_what_its_reconcile_reads_only() {
+        let binding = dispatched_binding();
+        let signature = |binding: &ResourceBinding| CachedBinding::from(binding.clone()).signature();
+        let base = signature(&binding);
+
+        // Status written by execution itself (or any other status writer), a new resourceVersion,
+        // managed fields: nothing for the binding controller.
+        let mut status_only = binding.clone();
+        status_only.metadata.resource_version = Some("11".into());
+        status_only.metadata.managed_fields = Some(vec![Default::default()]);
+        let status = status_only.status.as_mut().unwrap();
+        status.conditions[0].status = "False".into();
+        status.conditions.push(Condition {
+            type_: "Scheduled".into(),
+            status: "True".into(),
+            reason: "Success".into(),
+            message: String::new(),
+            observed_generation: Some(2),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        });
+        status.aggregated_status = vec![Default::default()];
+        assert_eq!(signature(&status_only), base);
+
+        // Each of these must reach the binding controller.
+        let mut changed = Vec::new();
+        let mut next = binding.clone();
+        next.metadata.generation = Some(3);
+        changed.push(("generation", next));
+        let mut next = binding.clone();
+        next.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        changed.push(("deletion", next));
+        let mut next = binding.clone();
+        next.metadata.finalizers = None;
+        changed.push(("finalizers", next));
+        let mut next = binding.clone();
+        next.metadata.labels = Some(BTreeMap::from([("team".into(), "a".into())]));
+        changed.push(("labels", next));
+        let mut next = binding.clone();
+        next.metadata.annotations = Some(BTreeMap::from([(
+            flotilla_api::well_known::TRACE_PARENT_ANNOTATION.into(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        )]));
+        changed.push(("annotations", next));
+        let mut next = binding.clone();
+        next.status.as_mut().unwrap().scheduler_observed_generation = Some(3);
+        changed.push(("schedulerObservedGeneration", next));
+        let mut next = binding;
+        next.status = None;
+        changed.push(("no status (no observed generation)", next));
+        for (what, next) in changed {
+            assert_ne!(signature(&next), base, "{what} moves the signature");
+        }
+    }
+
+    #[test]
+    fn a_binding_is_settled_only_when_dispatched_with_one_settled_work_per_cluster() {
+        let settled = |binding: &ResourceBinding, works: &BTreeMap<String, Arc<CachedWork>>| {
+            CachedBinding::from(binding.clone()).settled(works)
+        };
+        let binding = dispatched_binding();
+        let works = works_in(&["member1", "member2"]);
+        assert!(settled(&binding, &works));
+        // `dispatching: false` suspends nothing.
+        let mut unsuspended = binding.clone();
+        unsuspended.spec.suspension = Some(Suspension {
+            dispatching: Some(false),
+            ..Default::default()
+        });
+        assert!(settled(&unsuspended, &works));
+
+        // The Works: one missing, one too many (left to delete), one not applied yet, one of a
+        // former binding of the same name.
+        assert!(!settled(&binding, &works_in(&["member1"])));
+        assert!(!settled(&binding, &works_in(&["member1", "member2", "member3"])));
+        assert!(!settled(&binding, &works_in(&["member1", "member3"])));
+        let mut unapplied = works.clone();
+        let mut work = stored(&desired());
+        work.status = None;
+        unapplied.insert("member1".into(), Arc::new(CachedWork::from(work)));
+        assert!(!settled(&binding, &unapplied));
+        let mut former = binding.clone();
+        former.metadata.uid = Some("uid-2".into());
+        assert!(!settled(&former, &works));
+
+        // The binding: each of these leaves the binding controller something to do.
+        let mut cases: Vec<(&str, ResourceBinding)> = Vec::new();
+        let mut next = binding.clone();
+        next.metadata.generation = Some(3);
+        cases.push(("a generation not scheduled yet", next));
+        let mut next = binding.clone();
+        next.metadata.generation = Some(3);
+        next.status.as_mut().unwrap().scheduler_observed_generation = Some(3);
+        cases.push(("a scheduled generation not dispatched yet", next));
+        let mut next = binding.clone();
+        next.status.as_mut().unwrap().conditions[0].status = "False".into();
+        cases.push(("FullyApplied False", next));
+        let mut next = binding.clone();
+        next.status.as_mut().unwrap().conditions.clear();
+        cases.push(("no FullyApplied", next));
+        let mut next = binding.clone();
+        next.status = None;
+        cases.push(("no status", next));
+        let mut next = binding.clone();
+        next.metadata.finalizers = None;
+        cases.push(("no finalizer", next));
+        let mut next = binding.clone();
+        next.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        cases.push(("being deleted", next));
+        let mut next = binding.clone();
+        next.metadata.generation = None;
+        next.status.as_mut().unwrap().scheduler_observed_generation = None;
+        next.status.as_mut().unwrap().conditions[0].observed_generation = None;
+        cases.push(("no generation", next));
+        let mut next = binding.clone();
+        next.spec.suspension = Some(Suspension {
+            dispatching_on_clusters: Some(flotilla_api::policy::SuspendClusters {
+                cluster_names: vec!["member1".into()],
+            }),
+            ..Default::default()
+        });
+        cases.push(("dispatching suspended to member1", next));
+        let mut next = binding;
+        next.spec.graceful_eviction_tasks = vec![
+            serde_json::from_value(json!({
+                "fromCluster": "member3", "purgeMode": "Gracefully",
+                "reason": "TaintUntolerated", "producer": "flotilla-scheduler",
+            }))
+            .unwrap(),
+        ];
+        cases.push(("a graceful eviction task", next));
+        for (what, next) in cases {
+            assert!(!settled(&next, &works), "{what}: not settled");
+        }
     }
 }

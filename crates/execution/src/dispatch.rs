@@ -436,8 +436,14 @@ fn existing_works(ctx: &Context, view: &BindingView<'_>) -> BTreeMap<String, Arc
 /// instead of scanning every Work (a scan made each reconcile O(Works) and a propagation run
 /// of N templates O(N²)).
 pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, Arc<CachedWork>> {
+    cached_works_named_in(ctx, &execution_namespaces(ctx), name)
+}
+
+/// Every cluster a Work may be in, with its execution namespace: the registered clusters, and
+/// those whose execution namespace remains (Works may remain in the namespace of a cluster that
+/// is no longer registered).
+pub(crate) fn execution_namespaces(ctx: &Context) -> Vec<(String, String)> {
     let mut clusters: BTreeSet<String> = ctx.stores.clusters.state().iter().map(|c| c.name_any()).collect();
-    // Works may remain in the namespace of a cluster that is no longer registered.
     clusters.extend(
         ctx.stores
             .namespaces
@@ -447,10 +453,25 @@ pub(crate) fn cached_works_named(ctx: &Context, name: &str) -> BTreeMap<String, 
     );
     clusters
         .into_iter()
-        .filter_map(|cluster| {
+        .map(|cluster| {
             let namespace = flotilla_api::well_known::execution_namespace(&cluster);
-            let work = ctx.stores.works.get(Some(&namespace), name)?;
-            Some((cluster, work))
+            (cluster, namespace)
+        })
+        .collect()
+}
+
+/// [`cached_works_named`] in `namespaces` ([`execution_namespaces`], computed once for many
+/// names).
+pub(crate) fn cached_works_named_in(
+    ctx: &Context,
+    namespaces: &[(String, String)],
+    name: &str,
+) -> BTreeMap<String, Arc<CachedWork>> {
+    namespaces
+        .iter()
+        .filter_map(|(cluster, namespace)| {
+            let work = ctx.stores.works.get(Some(namespace), name)?;
+            Some((cluster.clone(), work))
         })
         .collect()
 }

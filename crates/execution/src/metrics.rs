@@ -16,6 +16,8 @@
 //! | `flotilla_execution_dispatch_queued_total` | | `Dispatch` calls answered `OUTCOME_QUEUED` (beyond `--dispatch-concurrency`) |
 //! | `flotilla_execution_resync_works_queued_total` | | Works the periodic resync queued to their cluster's workers (not settled) |
 //! | `flotilla_execution_resync_works_settled_total` | | Works the periodic resync left alone (settled: applied, finalized, of a cached binding) |
+//! | `flotilla_execution_resync_bindings_queued_total` | | Bindings the periodic resync queued to the binding workers (not settled) |
+//! | `flotilla_execution_resync_bindings_settled_total` | | Bindings the periodic resync left alone (settled: dispatched, one settled Work per target cluster) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -93,6 +95,26 @@ pub struct Metrics {
     dispatch_queued: Counter,
     resync_queued: Counter,
     resync_settled: Counter,
+    resync_bindings_queued: Counter,
+    resync_bindings_settled: Counter,
+}
+
+/// What one pass over the caches queued and left alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resynced {
+    /// Works queued to their cluster's workers, and left alone.
+    pub works: Swept,
+    /// Bindings queued to the binding workers, and left alone.
+    pub bindings: Swept,
+}
+
+/// How many objects of one kind a pass queued, and how many it left alone as settled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Queued.
+    pub queued: usize,
+    /// Left alone (settled).
+    pub settled: usize,
 }
 
 /// The process-wide metrics, registered on first use.
@@ -113,6 +135,8 @@ pub fn metrics() -> &'static Metrics {
             dispatch_queued: Counter::default(),
             resync_queued: Counter::default(),
             resync_settled: Counter::default(),
+            resync_bindings_queued: Counter::default(),
+            resync_bindings_settled: Counter::default(),
         };
         register(
             "execution_owned_clusters",
@@ -179,6 +203,16 @@ pub fn metrics() -> &'static Metrics {
             "Works the periodic resync left alone (applied, finalized, of a cached binding)",
             metrics.resync_settled.clone(),
         );
+        register(
+            "execution_resync_bindings_queued",
+            "Bindings the periodic resync queued to the binding workers (not settled)",
+            metrics.resync_bindings_queued.clone(),
+        );
+        register(
+            "execution_resync_bindings_settled",
+            "Bindings the periodic resync left alone (dispatched, one settled Work per target cluster)",
+            metrics.resync_bindings_settled.clone(),
+        );
         metrics
     })
 }
@@ -189,10 +223,12 @@ impl Metrics {
         self.dispatch_queued.inc();
     }
 
-    /// Counts one resync pass: Works queued and Works left alone as settled.
-    pub fn resynced(&self, queued: usize, settled: usize) {
-        self.resync_queued.inc_by(queued as u64);
-        self.resync_settled.inc_by(settled as u64);
+    /// Counts one resync pass: Works and bindings queued and left alone as settled.
+    pub fn resynced(&self, pass: &Resynced) {
+        self.resync_queued.inc_by(pass.works.queued as u64);
+        self.resync_settled.inc_by(pass.works.settled as u64);
+        self.resync_bindings_queued.inc_by(pass.bindings.queued as u64);
+        self.resync_bindings_settled.inc_by(pass.bindings.settled as u64);
     }
 
     /// Records one member apply.

@@ -18,9 +18,10 @@ use kube::ResourceExt;
 use crate::apply_once::Mode;
 use crate::clusters::Members;
 use crate::context::{Context, Settings};
-use crate::dispatch::reconcile_binding;
-use crate::metrics::metrics;
+use crate::dispatch::{self, reconcile_binding};
+use crate::metrics::{Resynced, metrics};
 use crate::namespaces::reconcile_namespace;
+use crate::naming::work_name;
 use crate::server::ExecutionService;
 use crate::watches;
 
@@ -298,13 +299,18 @@ async fn run_rebalance(ctx: Arc<Context>, membership: Membership) {
     }
 }
 
-/// Once per resync period, queues every binding, namespace and ClusterTaintPolicy, and every
-/// Work that is not settled ([`CachedWork::settled`]): a safety net under the watches (a lost
-/// event, a failed apply whose retry was dropped). A settled Work is left alone: reading it and
-/// its member objects again would cost two API reads per member object each period, and what
-/// could unsettle it reaches its worker without the resync (a member object's change or deletion
-/// through the member watch, which queues every Work of its cluster when it has to list again;
-/// a member that comes back through the probe; a Work or binding change through their watches).
+/// Once per resync period, queues every namespace and ClusterTaintPolicy, and every binding and
+/// Work that is not settled ([`CachedBinding::settled`](crate::cache::CachedBinding::settled),
+/// [`CachedWork::settled`](crate::cache::CachedWork::settled)): a safety net under the watches
+/// (a lost event, a failed apply whose retry was dropped). A settled Work is left alone: reading
+/// it and its member objects again would cost two API reads per member object each period, and
+/// what could unsettle it reaches its worker without the resync (a member object's change or
+/// deletion through the member watch, which queues every Work of its cluster when it has to
+/// list again; a member that comes back through the probe; a Work or binding change through
+/// their watches). A settled binding likewise (ADR 0023): reading it and its template again
+/// would cost two reads per template each period, and what could unsettle it reaches the
+/// binding controller through the watches (a change of its spec or metadata, its Works'
+/// reports and deletions, a cluster's or an override policy's change).
 async fn run_resync(ctx: Arc<Context>) {
     let mut ticker = tokio::time::interval(ctx.settings.resync_period);
     ticker.tick().await;
@@ -313,13 +319,19 @@ async fn run_resync(ctx: Arc<Context>) {
             _ = ctx.shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        let (queued, settled) = queue_everything(&ctx, Sweep::Resync);
-        metrics().resynced(queued, settled);
-        tracing::debug!(works_queued = queued, works_settled = settled, "resync");
+        let pass = queue_everything(&ctx, Sweep::Resync);
+        metrics().resynced(&pass);
+        tracing::debug!(
+            works_queued = pass.works.queued,
+            works_settled = pass.works.settled,
+            bindings_queued = pass.bindings.queued,
+            bindings_settled = pass.bindings.settled,
+            "resync"
+        );
     }
 }
 
-/// Which Works [`queue_everything`] queues.
+/// Which bindings and Works [`queue_everything`] queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sweep {
     /// All of them (this replica's share of the clusters may have changed).
@@ -328,13 +340,23 @@ enum Sweep {
     Resync,
 }
 
-/// Queues every binding, namespace and ClusterTaintPolicy, and the Works `sweep` asks for;
-/// returns how many Works were queued and how many were left alone as settled.
-fn queue_everything(ctx: &Arc<Context>, sweep: Sweep) -> (usize, usize) {
+/// Queues every namespace and ClusterTaintPolicy, and the bindings and Works `sweep` asks for;
+/// returns how many of those were queued and how many were left alone as settled.
+fn queue_everything(ctx: &Arc<Context>, sweep: Sweep) -> Resynced {
+    let mut pass = Resynced::default();
+    // The clusters' execution namespaces, looked up once for every binding's Works.
+    let namespaces = (sweep == Sweep::Resync).then(|| dispatch::execution_namespaces(ctx));
     for binding in watches::cached_bindings(ctx) {
+        if let Some(namespaces) = &namespaces {
+            let name = work_name(&binding.key.namespace, &binding.key.name);
+            if binding.settled(&dispatch::cached_works_named_in(ctx, namespaces, &name)) {
+                pass.bindings.settled += 1;
+                continue;
+            }
+        }
         ctx.binding_queue.add(binding.key.clone());
+        pass.bindings.queued += 1;
     }
-    let (mut queued, mut settled) = (0, 0);
     for work in ctx.stores.works.state() {
         if sweep == Sweep::Resync
             && work.settled(
@@ -344,12 +366,12 @@ fn queue_everything(ctx: &Arc<Context>, sweep: Sweep) -> (usize, usize) {
                     .as_deref(),
             )
         {
-            settled += 1;
+            pass.works.settled += 1;
             continue;
         }
         if let Some(cluster) = cluster_of_execution_namespace(work.namespace()) {
             Members::ensure(ctx, cluster).queue.add(work.shared_name());
-            queued += 1;
+            pass.works.queued += 1;
         }
     }
     for namespace in ctx.stores.namespaces.state() {
@@ -358,7 +380,7 @@ fn queue_everything(ctx: &Arc<Context>, sweep: Sweep) -> (usize, usize) {
     for policy in ctx.stores.taint_policies.state() {
         ctx.taint_policy_queue.add(policy.name_any());
     }
-    (queued, settled)
+    pass
 }
 
 /// Every few seconds: readiness of the control-plane API, queue depths and suspended Works.

@@ -3,7 +3,7 @@
 //!
 //! | watched | queues |
 //! |---|---|
-//! | ResourceBinding, ClusterResourceBinding | the binding |
+//! | ResourceBinding, ClusterResourceBinding | the binding, unless only its status changed (besides the scheduler's observed generation): see [`CachedBinding::signature`] |
 //! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report; re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
 //! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; the cluster's taints when its conditions, labels or fields changed; when its labels or fields (provider, region, zones) change, the bindings targeting it and every namespace (override rules select clusters by them) |
 //! | ClusterTaintPolicy | every cluster's taints; the policy's `Valid` condition |
@@ -280,9 +280,22 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
 fn queue_binding(ctx: &Arc<Context>) -> impl FnMut(Update<'_, CachedBinding>) + Send + 'static {
     let ctx = ctx.clone();
     move |update| {
-        if let Some(binding) = update.value() {
+        if let Some(binding) = update.value()
+            && binding_needs_reconcile(&update)
+        {
             ctx.binding_queue.add(binding.key.clone());
         }
+    }
+}
+
+/// Whether a binding's watch update needs its reconcile: a new, listed or deleted binding
+/// does; a change does when it moves the binding's [`CachedBinding::signature`] (a status write
+/// alone, execution's own above all, does not).
+fn binding_needs_reconcile(update: &Update<'_, CachedBinding>) -> bool {
+    match update {
+        Update::Applied { old: Some(old), new } => old.signature() != new.signature(),
+        Update::Applied { old: None, .. } | Update::Deleted(_) => true,
+        Update::Synced => false,
     }
 }
 
