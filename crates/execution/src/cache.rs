@@ -879,6 +879,13 @@ mod tests {
         binding
     }
 
+    /// `binding` with `change` made to it.
+    fn with(binding: &ResourceBinding, change: impl FnOnce(&mut ResourceBinding)) -> ResourceBinding {
+        let mut next = binding.clone();
+        change(&mut next);
+        next
+    }
+
     /// The Work of [`dispatched_binding`] in `cluster`, applied, as cached.
     fn applied_work(cluster: &str) -> Arc<CachedWork> {
         let mut desired = desired();
@@ -920,31 +927,41 @@ mod tests {
         assert_eq!(signature(&status_only), base);
 
         // Each of these must reach the binding controller.
-        let mut changed = Vec::new();
-        let mut next = binding.clone();
-        next.metadata.generation = Some(3);
-        changed.push(("generation", next));
-        let mut next = binding.clone();
-        next.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-        changed.push(("deletion", next));
-        let mut next = binding.clone();
-        next.metadata.finalizers = None;
-        changed.push(("finalizers", next));
-        let mut next = binding.clone();
-        next.metadata.labels = Some(BTreeMap::from([("team".into(), "a".into())]));
-        changed.push(("labels", next));
-        let mut next = binding.clone();
-        next.metadata.annotations = Some(BTreeMap::from([(
-            flotilla_api::well_known::TRACE_PARENT_ANNOTATION.into(),
-            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
-        )]));
-        changed.push(("annotations", next));
-        let mut next = binding.clone();
-        next.status.as_mut().unwrap().scheduler_observed_generation = Some(3);
-        changed.push(("schedulerObservedGeneration", next));
-        let mut next = binding;
-        next.status = None;
-        changed.push(("no status (no observed generation)", next));
+        let changed = [
+            ("generation", with(&binding, |b| b.metadata.generation = Some(3))),
+            (
+                "deletion",
+                with(&binding, |b| {
+                    b.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
+                }),
+            ),
+            ("finalizers", with(&binding, |b| b.metadata.finalizers = None)),
+            (
+                "labels",
+                with(&binding, |b| {
+                    b.metadata.labels = Some(BTreeMap::from([("team".into(), "a".into())]))
+                }),
+            ),
+            (
+                "annotations",
+                with(&binding, |b| {
+                    b.metadata.annotations = Some(BTreeMap::from([(
+                        flotilla_api::well_known::TRACE_PARENT_ANNOTATION.into(),
+                        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+                    )]))
+                }),
+            ),
+            (
+                "schedulerObservedGeneration",
+                with(&binding, |b| {
+                    b.status.as_mut().unwrap().scheduler_observed_generation = Some(3)
+                }),
+            ),
+            (
+                "no status (no observed generation)",
+                with(&binding, |b| b.status = None),
+            ),
+        ];
         for (what, next) in changed {
             assert_ne!(signature(&next), base, "{what} moves the signature");
         }
@@ -981,51 +998,66 @@ mod tests {
         assert!(!settled(&former, &works));
 
         // The binding: each of these leaves the binding controller something to do.
-        let mut cases: Vec<(&str, ResourceBinding)> = Vec::new();
-        let mut next = binding.clone();
-        next.metadata.generation = Some(3);
-        cases.push(("a generation not scheduled yet", next));
-        let mut next = binding.clone();
-        next.metadata.generation = Some(3);
-        next.status.as_mut().unwrap().scheduler_observed_generation = Some(3);
-        cases.push(("a scheduled generation not dispatched yet", next));
-        let mut next = binding.clone();
-        next.status.as_mut().unwrap().conditions[0].status = "False".into();
-        cases.push(("FullyApplied False", next));
-        let mut next = binding.clone();
-        next.status.as_mut().unwrap().conditions.clear();
-        cases.push(("no FullyApplied", next));
-        let mut next = binding.clone();
-        next.status = None;
-        cases.push(("no status", next));
-        let mut next = binding.clone();
-        next.metadata.finalizers = None;
-        cases.push(("no finalizer", next));
-        let mut next = binding.clone();
-        next.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-        cases.push(("being deleted", next));
-        let mut next = binding.clone();
-        next.metadata.generation = None;
-        next.status.as_mut().unwrap().scheduler_observed_generation = None;
-        next.status.as_mut().unwrap().conditions[0].observed_generation = None;
-        cases.push(("no generation", next));
-        let mut next = binding.clone();
-        next.spec.suspension = Some(Suspension {
-            dispatching_on_clusters: Some(flotilla_api::policy::SuspendClusters {
-                cluster_names: vec!["member1".into()],
-            }),
-            ..Default::default()
-        });
-        cases.push(("dispatching suspended to member1", next));
-        let mut next = binding;
-        next.spec.graceful_eviction_tasks = vec![
-            serde_json::from_value(json!({
-                "fromCluster": "member3", "purgeMode": "Gracefully",
-                "reason": "TaintUntolerated", "producer": "flotilla-scheduler",
-            }))
-            .unwrap(),
+        let cases = [
+            (
+                "a generation not scheduled yet",
+                with(&binding, |b| b.metadata.generation = Some(3)),
+            ),
+            (
+                "a scheduled generation not dispatched yet",
+                with(&binding, |b| {
+                    b.metadata.generation = Some(3);
+                    b.status.as_mut().unwrap().scheduler_observed_generation = Some(3);
+                }),
+            ),
+            (
+                "FullyApplied False",
+                with(&binding, |b| {
+                    b.status.as_mut().unwrap().conditions[0].status = "False".into()
+                }),
+            ),
+            (
+                "no FullyApplied",
+                with(&binding, |b| b.status.as_mut().unwrap().conditions.clear()),
+            ),
+            ("no status", with(&binding, |b| b.status = None)),
+            ("no finalizer", with(&binding, |b| b.metadata.finalizers = None)),
+            (
+                "being deleted",
+                with(&binding, |b| {
+                    b.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
+                }),
+            ),
+            (
+                "no generation",
+                with(&binding, |b| {
+                    b.metadata.generation = None;
+                    b.status.as_mut().unwrap().scheduler_observed_generation = None;
+                    b.status.as_mut().unwrap().conditions[0].observed_generation = None;
+                }),
+            ),
+            (
+                "dispatching suspended to member1",
+                with(&binding, |b| {
+                    b.spec.suspension = Some(Suspension {
+                        dispatching_on_clusters: Some(flotilla_api::policy::SuspendClusters {
+                            cluster_names: vec!["member1".into()],
+                        }),
+                        ..Default::default()
+                    })
+                }),
+            ),
+            (
+                "a graceful eviction task",
+                with(&binding, |b| {
+                    let task = json!({
+                        "fromCluster": "member3", "purgeMode": "Gracefully",
+                        "reason": "TaintUntolerated", "producer": "flotilla-scheduler",
+                    });
+                    b.spec.graceful_eviction_tasks = vec![serde_json::from_value(task).unwrap()];
+                }),
+            ),
         ];
-        cases.push(("a graceful eviction task", next));
         for (what, next) in cases {
             assert!(!settled(&next, &works), "{what}: not settled");
         }
