@@ -44,7 +44,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::context::BindingKey;
-use crate::dispatch::binding_of_work;
+use crate::dispatch::{binding_of_work, scheduled};
 use crate::manifest::manifest_digest;
 use crate::namespaces::PROPAGATED_NAMESPACE_LABEL;
 use crate::overrides::detector_managed;
@@ -418,14 +418,13 @@ fn dispatched(
 ) -> bool {
     let generation = metadata.generation;
     let Some(status) = status else { return false };
-    generation.is_some()
+    scheduled(generation, Some(status))
         && metadata.deletion_timestamp.is_none()
         && metadata
             .finalizers
             .iter()
             .flatten()
             .any(|f| f == BINDING_FINALIZER)
-        && status.scheduler_observed_generation == generation
         && flotilla_api::conditions::find(&status.conditions, conditions::FULLY_APPLIED)
             .is_some_and(|c| c.status == "True" && c.observed_generation == generation)
         && spec

@@ -204,10 +204,15 @@ fn follow_stored_trace(span: &tracing::Span, binding: &BindingObject, called: bo
 /// for it): a watch-triggered dispatch of it continues the trace of the change.
 pub fn dispatch_pending(generation: Option<i64>, status: Option<&ResourceBindingStatus>) -> bool {
     let Some(status) = status else { return false };
-    let scheduled = generation.is_some() && status.scheduler_observed_generation == generation;
     let dispatched = flotilla_api::conditions::find(&status.conditions, conditions::FULLY_APPLIED)
         .is_some_and(|c| c.observed_generation == generation);
-    scheduled && !dispatched
+    scheduled(generation, Some(status)) && !dispatched
+}
+
+/// Whether the scheduler has scheduled a binding's current `generation`
+/// (`status.schedulerObservedGeneration` is it): only then is the binding dispatched.
+pub fn scheduled(generation: Option<i64>, status: Option<&ResourceBindingStatus>) -> bool {
+    generation.is_some() && status.and_then(|s| s.scheduler_observed_generation) == generation
 }
 
 async fn reconcile_locked(
@@ -225,12 +230,7 @@ async fn reconcile_locked(
 
     let existing = existing_works(ctx, &view);
     let generation = binding.metadata.generation;
-    let scheduled = generation.is_some()
-        && binding
-            .status
-            .as_ref()
-            .and_then(|s| s.scheduler_observed_generation)
-            == generation;
+    let scheduled = scheduled(generation, binding.status.as_ref());
     let suspension = view.suspension();
     let mut outcome = DispatchOutcome {
         found: true,
