@@ -1,16 +1,18 @@
 //! OpenTelemetry traces end to end: the real service binaries export spans over OTLP/gRPC to a
 //! receiver running in this test process, and one Deployment propagation is one trace holding
 //! spans of the detector, the scheduler, the dependency distributor and execution, down to the
-//! member apply of each target cluster.
+//! member apply of each target cluster; and a service stopped with SIGTERM exports the spans it
+//! still holds before it exits.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, wait_member_deployment};
 use flotilla_e2e::wait::wait_until_explained;
-use flotilla_e2e::{Env, EnvOptions};
+use flotilla_e2e::{Env, EnvOptions, Service};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -195,19 +197,29 @@ fn summary(spans: &[ReceivedSpan]) -> String {
         .join("\n")
 }
 
-#[tokio::test]
-async fn one_deployment_propagation_is_one_trace() {
+/// A receiver, and `members` members with every service exporting its spans to it in batches
+/// every `schedule_delay_ms`.
+async fn traced_env(members: usize, schedule_delay_ms: u64) -> (Receiver, Env) {
     let (receiver, endpoint) = Receiver::start().await;
     let env = Env::start(EnvOptions {
-        members: 2,
+        members,
         service_env: vec![
             ("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), endpoint),
-            // Flush spans quickly instead of every 5 s.
-            ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "100".to_owned()),
+            (
+                "OTEL_BSP_SCHEDULE_DELAY".to_owned(),
+                schedule_delay_ms.to_string(),
+            ),
         ],
         ..Default::default()
     })
     .await;
+    (receiver, env)
+}
+
+#[tokio::test]
+async fn one_deployment_propagation_is_one_trace() {
+    // Flush spans every 100 ms instead of every 5 s.
+    let (receiver, env) = traced_env(2, 100).await;
     let cp = env.control_plane_client().await;
     fixtures::apply(&cp, &deployment_yaml("default", "traced", 2, "nginx:1.25")).await;
     fixtures::apply(
@@ -243,4 +255,56 @@ spec:
         || async { format!("received:\n{}", summary(&receiver.spans())) },
     )
     .await;
+}
+
+/// Propagates Deployment `default/flushed` to `member1`, with its dependencies (so every service
+/// takes part).
+const PROPAGATED: &str = r#"apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: flushed
+  namespace: default
+spec:
+  propagateDeps: true
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: flushed
+  placement:
+    clusterAffinity:
+      clusterNames: [member1]
+"#;
+
+/// The services run their tasks on one thread by default (ADR 0025), and the OTLP exporter's
+/// flush at shutdown must not wait on that thread: each service, stopped with SIGTERM, exits on
+/// its own and its spans reach the collector. No periodic export happens within the test, so
+/// the spans can only have come from the flush. (The test's own runtime has two threads: the
+/// receiver keeps serving while the test waits for a process to exit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_held_at_shutdown_are_exported_when_a_service_stops() {
+    let (receiver, mut env) = traced_env(1, 3_600_000).await;
+    let cp = env.control_plane_client().await;
+    fixtures::apply(&cp, &deployment_yaml("default", "flushed", 1, "nginx:1.25")).await;
+    fixtures::apply(&cp, PROPAGATED).await;
+    let member = env.member_client(1).await;
+    wait_member_deployment(&member, "default", "flushed", "flushed in member1", |_| true).await;
+
+    for service in Service::ALL {
+        let name = service.binary();
+        let before = receiver.spans().iter().filter(|s| s.service == name).count();
+        let process = env.service(service);
+        let exited = process.terminate(Duration::from_secs(30));
+        assert!(
+            exited,
+            "{name} did not exit within 30 s of SIGTERM:\n{}",
+            process.log_tail(40)
+        );
+        let after = receiver.spans().iter().filter(|s| s.service == name).count();
+        assert!(
+            after > before,
+            "{name} exported no span at shutdown ({before} before); received:\n{}\n{name}'s log:\n{}",
+            summary(&receiver.spans()),
+            process.log_tail(40)
+        );
+    }
 }

@@ -86,6 +86,9 @@ pub struct Args {
     /// Logging.
     #[command(flatten)]
     pub log: LogArgs,
+    /// Threads the service's tasks run on.
+    #[command(flatten)]
+    pub threads: flotilla_runtime::ThreadArgs,
     /// Address of the gRPC server (SyncDependencies and grpc.health.v1).
     #[arg(long, default_value = "127.0.0.1:7103")]
     pub grpc_addr: SocketAddr,

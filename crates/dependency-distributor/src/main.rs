@@ -3,9 +3,8 @@
 use clap::Parser;
 use flotilla_dependency_distributor::{Args, run};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    run(args).await?;
+    flotilla_runtime::block_on(args.threads, run(args))??;
     Ok(())
 }

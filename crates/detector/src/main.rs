@@ -35,11 +35,16 @@ struct Args {
     leader_election: flotilla_runtime::leader::LeaderElectArgs,
     #[command(flatten)]
     log: LogArgs,
+    #[command(flatten)]
+    threads: flotilla_runtime::ThreadArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    flotilla_runtime::block_on(args.threads, run(args))?
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let _telemetry = flotilla_telemetry::init("flotilla-detector", &args.log)?;
     let client = flotilla_runtime::kube_client(&args.kube)
         .await

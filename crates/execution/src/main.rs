@@ -2,7 +2,7 @@
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    flotilla_execution::service::run(flotilla_execution::service::Args::parse()).await
+fn main() -> anyhow::Result<()> {
+    let args = flotilla_execution::service::Args::parse();
+    flotilla_runtime::block_on(args.threads, flotilla_execution::service::run(args))?
 }

@@ -39,6 +39,9 @@ pub struct Args {
     /// Logging.
     #[command(flatten)]
     pub log: LogArgs,
+    /// Threads the service's tasks run on.
+    #[command(flatten)]
+    pub threads: flotilla_runtime::ThreadArgs,
     /// Address of the gRPC server (`flotilla.v1.Execution`, `grpc.health.v1.Health`).
     #[arg(long, default_value = "127.0.0.1:7104")]
     pub grpc_addr: SocketAddr,

@@ -9,6 +9,8 @@
 //! - [`api_probe`]: the `control-plane` readiness check (does the API answer);
 //! - [`feature_gates`]: parsing `--feature-gates` (Karmada's `Name=bool,...`);
 //! - [`events`]: Kubernetes Events, one per distinct note (kube's recorder folds different notes into one series);
+//! - [`ThreadArgs`] and [`block_on`]: `--worker-threads`, the threads a service's tasks run on
+//!   (one by default, ADR 0025);
 //! - [`shutdown_token`]: a cancellation token fired by SIGTERM or SIGINT;
 //! - [`ops`]: the HTTP endpoint for Prometheus metrics, liveness and readiness;
 //! - [`grpc`]: binding and serving a tonic server with tracing, metrics and health;
@@ -40,6 +42,7 @@ pub mod requests;
 pub mod transport;
 pub mod watch;
 
+use std::future::Future;
 use std::path::PathBuf;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -102,6 +105,16 @@ pub enum RuntimeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The async runtime could not be started.
+    #[error(
+        "cannot start the service's runtime with --worker-threads {threads}: {source}; lower --worker-threads or raise the process's thread limit"
+    )]
+    Threads {
+        /// The requested worker threads.
+        threads: u16,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A server failed.
     #[error("{server} server failed: {message}")]
     Serve {
@@ -110,6 +123,48 @@ pub enum RuntimeError {
         /// Why.
         message: String,
     },
+}
+
+/// The threads a service runs its tasks on (ADR 0025).
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct ThreadArgs {
+    /// Threads that run the service's tasks. With 1 (the default) every task runs on the main
+    /// thread, which measured the least memory (ADR 0025); more threads use more cores.
+    #[arg(
+        long,
+        env = "FLOTILLA_WORKER_THREADS",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u16).range(1..=1024)
+    )]
+    pub worker_threads: u16,
+}
+
+impl Default for ThreadArgs {
+    fn default() -> Self {
+        Self { worker_threads: 1 }
+    }
+}
+
+/// Runs `future` to completion on a runtime of `args.worker_threads` threads: the calling
+/// thread alone for 1 (tokio's current-thread runtime), a multi-thread runtime otherwise. I/O
+/// and timers are enabled; blocking work still has tokio's blocking pool.
+pub fn block_on<F: Future>(args: ThreadArgs, future: F) -> Result<F::Output, RuntimeError> {
+    let mut builder = match args.worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        threads => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(usize::from(threads));
+            builder
+        }
+    };
+    let runtime = builder
+        .enable_all()
+        .build()
+        .map_err(|source| RuntimeError::Threads {
+            threads: args.worker_threads,
+            source,
+        })?;
+    Ok(runtime.block_on(future))
 }
 
 /// The kube client configuration for `args`.
@@ -176,4 +231,61 @@ async fn wait_for_signal() {
 #[cfg(not(unix))]
 async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use tokio::runtime::{Handle, RuntimeFlavor};
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        threads: ThreadArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ThreadArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("service").chain(args.iter().copied())).map(|cli| cli.threads)
+    }
+
+    #[test]
+    fn worker_threads_default_to_one_and_reject_zero() {
+        assert_eq!(parse(&[]).unwrap().worker_threads, 1);
+        assert_eq!(ThreadArgs::default().worker_threads, 1);
+        assert_eq!(parse(&["--worker-threads", "4"]).unwrap().worker_threads, 4);
+        for bad in ["0", "-1", "many", "1025"] {
+            let error = parse(&[&format!("--worker-threads={bad}")])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("--worker-threads"), "{bad}: {error}");
+        }
+    }
+
+    /// What a service's tasks see on `worker_threads` threads: the runtime's flavour, its
+    /// workers, and whether a spawned task ran on the thread that called [`block_on`].
+    fn observe(worker_threads: u16) -> (RuntimeFlavor, usize, bool) {
+        let caller = std::thread::current().id();
+        block_on(ThreadArgs { worker_threads }, async move {
+            let handle = Handle::current();
+            let spawned = tokio::spawn(async { std::thread::current().id() }).await.unwrap();
+            (
+                handle.runtime_flavor(),
+                handle.metrics().num_workers(),
+                spawned == caller,
+            )
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn one_worker_thread_runs_every_task_on_the_calling_thread() {
+        assert_eq!(observe(1), (RuntimeFlavor::CurrentThread, 1, true));
+    }
+
+    #[test]
+    fn more_worker_threads_run_a_multi_thread_runtime_of_that_size() {
+        assert_eq!(observe(3), (RuntimeFlavor::MultiThread, 3, false));
+    }
 }

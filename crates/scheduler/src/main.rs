@@ -10,13 +10,16 @@ struct Cli {
     service: flotilla_scheduler::service::Args,
     #[command(flatten)]
     log: flotilla_telemetry::LogArgs,
+    #[command(flatten)]
+    threads: flotilla_runtime::ThreadArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let _telemetry = flotilla_telemetry::init("flotilla-scheduler", &cli.log)?;
-    let shutdown = flotilla_runtime::shutdown_token();
-    flotilla_scheduler::service::run(cli.service, shutdown).await?;
-    Ok(())
+    flotilla_runtime::block_on(cli.threads, async move {
+        let _telemetry = flotilla_telemetry::init("flotilla-scheduler", &cli.log)?;
+        let shutdown = flotilla_runtime::shutdown_token();
+        flotilla_scheduler::service::run(cli.service, shutdown).await?;
+        Ok(())
+    })?
 }

@@ -5,7 +5,9 @@
 //! - [`init`]: structured logs (text or JSON, filtered by `--log-level` or `RUST_LOG`) and, when
 //!   the standard `OTEL_*` environment variables configure an OTLP endpoint, an OpenTelemetry
 //!   trace pipeline exporting over OTLP/gRPC. Without an endpoint no OpenTelemetry layer is
-//!   installed, so tracing costs nothing beyond `tracing` itself.
+//!   installed, so tracing costs nothing beyond `tracing` itself. The exporter's gRPC channel
+//!   runs on a one-thread runtime of its own, so spans are exported (and flushed at shutdown)
+//!   whatever runtime the service runs on, one thread included (ADR 0025).
 //! - [`propagation`]: W3C `traceparent` in and out of gRPC metadata, HTTP headers and object
 //!   annotations, so one trace follows a change across processes.
 //! - [`metrics`]: the process-wide Prometheus registry the `/metrics` endpoint encodes.
@@ -74,6 +76,11 @@ pub enum TelemetryError {
     /// The OTLP exporter could not be built from the `OTEL_*` environment.
     #[error("cannot build the OTLP trace exporter from OTEL_* environment variables: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// The OTLP exporter's thread could not be started.
+    #[error(
+        "cannot start the OTLP trace exporter's thread: {0}; raise the process's thread limit or unset OTEL_EXPORTER_OTLP_ENDPOINT"
+    )]
+    ExporterRuntime(std::io::Error),
     /// A global subscriber was already installed.
     #[error("tracing is already initialised: {0}")]
     AlreadyInitialised(#[from] tracing_subscriber::util::TryInitError),
@@ -83,6 +90,11 @@ pub enum TelemetryError {
 #[must_use = "dropping the guard shuts the trace exporter down"]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    /// Runs the OTLP exporter's gRPC channel. The batch processor's thread blocks on each
+    /// export, and the channel's tasks must make progress meanwhile: on the service's own
+    /// runtime they could not when that runtime is one thread and is the one shutting down
+    /// (opentelemetry-rust#2583), so they have a thread of their own.
+    exporter_runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Telemetry {
@@ -98,6 +110,11 @@ impl Drop for Telemetry {
             // Best effort: a collector that is down must not keep the process from exiting.
             let _ = provider.shutdown();
         }
+        if let Some(runtime) = self.exporter_runtime.take() {
+            // The guard may be dropped inside the service's runtime, where a runtime cannot
+            // block to stop; the channel's tasks have nothing left to do.
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -111,8 +128,7 @@ pub fn otlp_configured() -> bool {
 }
 
 /// Installs the global tracing subscriber for `service` (the default `service.name` when
-/// `OTEL_SERVICE_NAME` is unset). Must be called from within a Tokio runtime when OTLP export
-/// is configured (the exporter uses tonic).
+/// `OTEL_SERVICE_NAME` is unset).
 pub fn init(service: &'static str, args: &LogArgs) -> Result<Telemetry, TelemetryError> {
     let filter = std::env::var("RUST_LOG")
         .ok()
@@ -121,10 +137,11 @@ pub fn init(service: &'static str, args: &LogArgs) -> Result<Telemetry, Telemetr
     let filter = EnvFilter::try_new(&filter).map_err(|source| TelemetryError::Filter { filter, source })?;
     propagation::install_propagator();
 
-    let provider = if otlp_configured() {
-        Some(build_provider(service)?)
+    let (provider, exporter_runtime) = if otlp_configured() {
+        let (provider, runtime) = build_provider(service)?;
+        (Some(provider), Some(runtime))
     } else {
-        None
+        (None, None)
     };
     let otel_layer = provider
         .as_ref()
@@ -144,11 +161,26 @@ pub fn init(service: &'static str, args: &LogArgs) -> Result<Telemetry, Telemetr
             )
             .try_init()?,
     }
-    Ok(Telemetry { provider })
+    Ok(Telemetry {
+        provider,
+        exporter_runtime,
+    })
 }
 
-fn build_provider(service: &'static str) -> Result<SdkTracerProvider, TelemetryError> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?;
+fn build_provider(
+    service: &'static str,
+) -> Result<(SdkTracerProvider, tokio::runtime::Runtime), TelemetryError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("otlp-export")
+        .enable_all()
+        .build()
+        .map_err(TelemetryError::ExporterRuntime)?;
+    // The channel spawns its tasks on the runtime current when it is built.
+    let exporter = {
+        let _entered = runtime.enter();
+        opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?
+    };
     let mut resource = opentelemetry_sdk::Resource::builder();
     if std::env::var("OTEL_SERVICE_NAME").is_err() {
         resource = resource.with_service_name(service);
@@ -158,5 +190,5 @@ fn build_provider(service: &'static str) -> Result<SdkTracerProvider, TelemetryE
         .with_resource(resource.build())
         .build();
     opentelemetry::global::set_tracer_provider(provider.clone());
-    Ok(provider)
+    Ok((provider, runtime))
 }
