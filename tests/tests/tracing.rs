@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, wait_member_deployment};
 use flotilla_e2e::wait::wait_until_explained;
-use flotilla_e2e::{Env, EnvOptions, Service};
+use flotilla_e2e::{Env, EnvOptions, Service, binaries};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -305,6 +305,27 @@ async fn spans_held_at_shutdown_are_exported_when_a_service_stops() {
             "{name} exported no span at shutdown ({before} before); received:\n{}\n{name}'s log:\n{}",
             summary(&receiver.spans()),
             process.log_tail(40)
+        );
+    }
+}
+
+/// An OTLP endpoint that is not a URL stops each service at start with an error naming the
+/// variable, not a panic (the exporter's own runtime is shut down on that path too).
+#[test]
+fn an_otlp_endpoint_that_is_not_a_url_is_a_clean_start_error() {
+    for service in Service::ALL {
+        let output = std::process::Command::new(binaries::binary(service.binary()))
+            .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")
+            .env_remove("OTEL_TRACES_EXPORTER")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", service.binary());
+        assert!(
+            stderr.contains("OTEL_* environment variables") && !stderr.contains("panicked"),
+            "{}: {stderr}",
+            service.binary()
         );
     }
 }

@@ -177,9 +177,17 @@ fn build_provider(
         .build()
         .map_err(TelemetryError::ExporterRuntime)?;
     // The channel spawns its tasks on the runtime current when it is built.
-    let exporter = {
+    let built = {
         let _entered = runtime.enter();
-        opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?
+        opentelemetry_otlp::SpanExporter::builder().with_tonic().build()
+    };
+    let exporter = match built {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            // Called inside the service's runtime, where dropping a runtime would panic.
+            runtime.shutdown_background();
+            return Err(error.into());
+        }
     };
     let mut resource = opentelemetry_sdk::Resource::builder();
     if std::env::var("OTEL_SERVICE_NAME").is_err() {
