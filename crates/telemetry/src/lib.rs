@@ -89,31 +89,44 @@ pub enum TelemetryError {
 /// Keeps the trace pipeline alive; flushes pending spans when dropped.
 #[must_use = "dropping the guard shuts the trace exporter down"]
 pub struct Telemetry {
-    provider: Option<SdkTracerProvider>,
-    /// Runs the OTLP exporter's gRPC channel. The batch processor's thread blocks on each
-    /// export, and the channel's tasks must make progress meanwhile: on the service's own
-    /// runtime they could not when that runtime is one thread and is the one shutting down
-    /// (opentelemetry-rust#2583), so they have a thread of their own.
-    exporter_runtime: Option<tokio::runtime::Runtime>,
+    exporter: Option<Exporter>,
+}
+
+/// The OTLP pipeline: the provider, then the runtime its gRPC channel runs on (dropped after
+/// the provider has shut down).
+struct Exporter {
+    provider: SdkTracerProvider,
+    _runtime: ExporterRuntime,
+}
+
+/// Runs the OTLP exporter's gRPC channel. The batch processor's thread blocks on each export,
+/// and the channel's tasks must make progress meanwhile: on the service's own runtime they
+/// could not when that runtime is one thread and is the one shutting down
+/// (opentelemetry-rust#2583), so they have a thread of their own. Dropped without blocking:
+/// the guard, and `init` when it fails, run inside the service's runtime, where dropping a
+/// runtime would panic.
+struct ExporterRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for ExporterRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Telemetry {
     /// Whether spans are exported over OTLP.
     pub fn exporting(&self) -> bool {
-        self.provider.is_some()
+        self.exporter.is_some()
     }
 }
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        if let Some(provider) = self.provider.take() {
+        if let Some(exporter) = &self.exporter {
             // Best effort: a collector that is down must not keep the process from exiting.
-            let _ = provider.shutdown();
-        }
-        if let Some(runtime) = self.exporter_runtime.take() {
-            // The guard may be dropped inside the service's runtime, where a runtime cannot
-            // block to stop; the channel's tasks have nothing left to do.
-            runtime.shutdown_background();
+            let _ = exporter.provider.shutdown();
         }
     }
 }
@@ -137,15 +150,14 @@ pub fn init(service: &'static str, args: &LogArgs) -> Result<Telemetry, Telemetr
     let filter = EnvFilter::try_new(&filter).map_err(|source| TelemetryError::Filter { filter, source })?;
     propagation::install_propagator();
 
-    let (provider, exporter_runtime) = if otlp_configured() {
-        let (provider, runtime) = build_provider(service)?;
-        (Some(provider), Some(runtime))
+    let exporter = if otlp_configured() {
+        Some(build_exporter(service)?)
     } else {
-        (None, None)
+        None
     };
-    let otel_layer = provider
-        .as_ref()
-        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer(service)));
+    let otel_layer = exporter.as_ref().map(|Exporter { provider, .. }| {
+        tracing_opentelemetry::layer().with_tracer(provider.tracer(service))
+    });
 
     let registry = tracing_subscriber::registry().with(filter).with(otel_layer);
     match args.log_format {
@@ -161,33 +173,22 @@ pub fn init(service: &'static str, args: &LogArgs) -> Result<Telemetry, Telemetr
             )
             .try_init()?,
     }
-    Ok(Telemetry {
-        provider,
-        exporter_runtime,
-    })
+    Ok(Telemetry { exporter })
 }
 
-fn build_provider(
-    service: &'static str,
-) -> Result<(SdkTracerProvider, tokio::runtime::Runtime), TelemetryError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("otlp-export")
-        .enable_all()
-        .build()
-        .map_err(TelemetryError::ExporterRuntime)?;
+fn build_exporter(service: &'static str) -> Result<Exporter, TelemetryError> {
+    let runtime = ExporterRuntime(Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-export")
+            .enable_all()
+            .build()
+            .map_err(TelemetryError::ExporterRuntime)?,
+    ));
     // The channel spawns its tasks on the runtime current when it is built.
-    let built = {
-        let _entered = runtime.enter();
-        opentelemetry_otlp::SpanExporter::builder().with_tonic().build()
-    };
-    let exporter = match built {
-        Ok(exporter) => exporter,
-        Err(error) => {
-            // Called inside the service's runtime, where dropping a runtime would panic.
-            runtime.shutdown_background();
-            return Err(error.into());
-        }
+    let exporter = {
+        let _entered = runtime.0.as_ref().map(tokio::runtime::Runtime::enter);
+        opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?
     };
     let mut resource = opentelemetry_sdk::Resource::builder();
     if std::env::var("OTEL_SERVICE_NAME").is_err() {
@@ -198,5 +199,8 @@ fn build_provider(
         .with_resource(resource.build())
         .build();
     opentelemetry::global::set_tracer_provider(provider.clone());
-    Ok((provider, runtime))
+    Ok(Exporter {
+        provider,
+        _runtime: runtime,
+    })
 }
