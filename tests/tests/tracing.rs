@@ -216,35 +216,43 @@ async fn traced_env(members: usize, schedule_delay_ms: u64) -> (Receiver, Env) {
     (receiver, env)
 }
 
-#[tokio::test]
-async fn one_deployment_propagation_is_one_trace() {
-    // Flush spans every 100 ms instead of every 5 s.
-    let (receiver, env) = traced_env(2, 100).await;
+/// Propagates Deployment `default/<name>` with its dependencies (so every service takes part) to
+/// `member1..=member<members>`, and waits until each member holds it.
+async fn propagate(env: &Env, name: &str, members: usize) {
     let cp = env.control_plane_client().await;
-    fixtures::apply(&cp, &deployment_yaml("default", "traced", 2, "nginx:1.25")).await;
-    fixtures::apply(
-        &cp,
+    fixtures::apply(&cp, &deployment_yaml("default", name, 2, "nginx:1.25")).await;
+    let clusters: Vec<String> = (1..=members).map(|i| format!("member{i}")).collect();
+    let policy = format!(
         r#"apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
 metadata:
-  name: traced
+  name: {name}
   namespace: default
 spec:
   propagateDeps: true
   resourceSelectors:
   - apiVersion: apps/v1
     kind: Deployment
-    name: traced
+    name: {name}
   placement:
     clusterAffinity:
-      clusterNames: [member1, member2]
+      clusterNames: [{}]
 "#,
-    )
-    .await;
-    for i in [1, 2] {
-        let member = env.member_client(i).await;
-        wait_member_deployment(&member, "default", "traced", "traced in member", |_| true).await;
+        clusters.join(", ")
+    );
+    fixtures::apply(&cp, &policy).await;
+    for (i, cluster) in clusters.iter().enumerate() {
+        let member = env.member_client(i + 1).await;
+        let what = format!("{name} in {cluster}");
+        wait_member_deployment(&member, "default", name, &what, |_| true).await;
     }
+}
+
+#[tokio::test]
+async fn one_deployment_propagation_is_one_trace() {
+    // Flush spans every 100 ms instead of every 5 s.
+    let (receiver, env) = traced_env(2, 100).await;
+    propagate(&env, "traced", 2).await;
 
     let clusters = ["member1", "member2"];
     // Spans arrive in batches; poll the receiver until one trace is complete.
@@ -257,24 +265,6 @@ spec:
     .await;
 }
 
-/// Propagates Deployment `default/flushed` to `member1`, with its dependencies (so every service
-/// takes part).
-const PROPAGATED: &str = r#"apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: flushed
-  namespace: default
-spec:
-  propagateDeps: true
-  resourceSelectors:
-  - apiVersion: apps/v1
-    kind: Deployment
-    name: flushed
-  placement:
-    clusterAffinity:
-      clusterNames: [member1]
-"#;
-
 /// The services run their tasks on one thread by default (ADR 0025), and the OTLP exporter's
 /// flush at shutdown must not wait on that thread: each service, stopped with SIGTERM, exits on
 /// its own and its spans reach the collector. No periodic export happens within the test, so
@@ -283,11 +273,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_held_at_shutdown_are_exported_when_a_service_stops() {
     let (receiver, mut env) = traced_env(1, 3_600_000).await;
-    let cp = env.control_plane_client().await;
-    fixtures::apply(&cp, &deployment_yaml("default", "flushed", 1, "nginx:1.25")).await;
-    fixtures::apply(&cp, PROPAGATED).await;
-    let member = env.member_client(1).await;
-    wait_member_deployment(&member, "default", "flushed", "flushed in member1", |_| true).await;
+    propagate(&env, "flushed", 1).await;
 
     for service in Service::ALL {
         let name = service.binary();
