@@ -10,78 +10,121 @@
 //! benchmark that was one failed write per member object.
 //!
 //! So attempts on one binding take turns ([`Attempts::lock`]), and each records the newest
-//! resourceVersion it saw ([`Seen::observe`]). A watch-triggered attempt whose cached copy is
-//! older than that ([`Seen::is_older`]) is skipped: the event of the newer version is on its way
+//! resourceVersion it saw ([`Turn::observe`]). A watch-triggered attempt whose cached copy is
+//! older than that ([`Turn::is_older`]) is skipped: the event of the newer version is on its way
 //! and queues the binding again. This is an optimisation, never an input of a decision: a
 //! restarted process knows nothing, skips nothing and converges as before (every write still
 //! carries the resourceVersion it was decided on). resourceVersions are compared as integers,
 //! as the API orders them (`flotilla_api::revision`); one that is not an integer is never
 //! called older.
+//!
+//! Both are held only while they say something the watch cache does not (issue 17): a binding's
+//! turn exists while an attempt runs or waits on it, and its newest version until the watch
+//! delivers that version or a newer one ([`Attempts::caught_up`]). Kept for every binding ever
+//! scheduled, they were about 230 bytes per binding (key strings, a map slot, a shared mutex),
+//! as much as the scheduler's cached copy of the binding itself.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::OwnedMutexGuard;
 
 use crate::binding::BindingKey;
 
-/// The newest resourceVersion of one binding this process has read or written.
+/// The per-binding turns and versions of one process.
 #[derive(Debug, Default)]
-pub struct Seen {
-    resource_version: Option<u64>,
+pub struct Attempts {
+    /// The turn of each binding an attempt runs or waits on.
+    turns: Mutex<HashMap<BindingKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// The newest resourceVersion this process read or wrote of each binding whose watch has
+    /// not delivered it yet.
+    seen: Mutex<HashMap<BindingKey, u64>>,
 }
 
-impl Seen {
-    /// Records a version read from the API or returned by a write.
-    pub fn observe(&mut self, resource_version: Option<&str>) {
-        if let Some(version) = parse(resource_version) {
-            self.resource_version = Some(self.resource_version.map_or(version, |seen| seen.max(version)));
-        }
-    }
+/// One attempt's turn on a binding: other attempts on it wait until this is dropped.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    attempts: &'a Attempts,
+    key: BindingKey,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<OwnedMutexGuard<()>>,
+}
 
-    /// Whether a copy at `resource_version` is older than a version this process has seen.
-    pub fn is_older(&self, resource_version: Option<&str>) -> bool {
-        matches!((parse(resource_version), self.resource_version), (Some(copy), Some(seen)) if copy < seen)
-    }
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn parse(resource_version: Option<&str>) -> Option<u64> {
     resource_version?.parse().ok()
 }
 
-/// The per-binding turns and versions of one process.
-#[derive(Debug, Default)]
-pub struct Attempts {
-    by_key: Mutex<HashMap<BindingKey, Arc<tokio::sync::Mutex<Seen>>>>,
-}
-
 impl Attempts {
-    /// Waits for `key`'s turn; the guard holds what was seen of it.
-    pub async fn lock(&self, key: &BindingKey) -> OwnedMutexGuard<Seen> {
-        let entry = Arc::clone(
-            self.by_key
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(key.clone())
-                .or_default(),
-        );
-        entry.lock_owned().await
+    /// Waits for `key`'s turn.
+    pub async fn lock(&self, key: &BindingKey) -> Turn<'_> {
+        let turn = Arc::clone(lock(&self.turns).entry(key.clone()).or_default());
+        let guard = Arc::clone(&turn).lock_owned().await;
+        Turn {
+            attempts: self,
+            key: key.clone(),
+            turn,
+            guard: Some(guard),
+        }
+    }
+
+    /// The watch delivered `key` at `resource_version` (an integer, as
+    /// [`crate::binding::StoredBinding::resource_version`] reads it): a version seen that is not
+    /// newer is forgotten (the cache now holds it or a newer one).
+    pub fn caught_up(&self, key: &BindingKey, resource_version: Option<u64>) {
+        let Some(delivered) = resource_version else {
+            return;
+        };
+        let mut seen = lock(&self.seen);
+        if seen.get(key).is_some_and(|version| *version <= delivered) {
+            seen.remove(key);
+        }
     }
 
     /// Forgets a deleted binding (a binding created again under its name starts afresh: its
     /// versions are newer anyway).
     pub fn forget(&self, key: &BindingKey) {
-        self.by_key.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        lock(&self.seen).remove(key);
     }
 
-    /// How many bindings are remembered.
-    pub fn len(&self) -> usize {
-        self.by_key.lock().unwrap_or_else(|p| p.into_inner()).len()
+    /// How many bindings have a turn taken or waited for, and how many a version the watch has
+    /// not delivered yet.
+    pub fn len(&self) -> (usize, usize) {
+        (lock(&self.turns).len(), lock(&self.seen).len())
+    }
+}
+
+impl Turn<'_> {
+    /// Records a version read from the API or returned by a write.
+    pub fn observe(&mut self, resource_version: Option<&str>) {
+        if let Some(version) = parse(resource_version) {
+            let mut seen = lock(&self.attempts.seen);
+            let newest = seen.entry(self.key.clone()).or_insert(version);
+            *newest = (*newest).max(version);
+        }
     }
 
-    /// Whether no binding is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Whether a copy at `resource_version` is older than a version this process has seen.
+    pub fn is_older(&self, resource_version: Option<&str>) -> bool {
+        let newest = lock(&self.attempts.seen).get(&self.key).copied();
+        matches!((parse(resource_version), newest), (Some(copy), Some(seen)) if copy < seen)
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut turns = lock(&self.attempts.turns);
+        // The map's reference and this turn's: nobody waits, so the turn goes (a later attempt
+        // takes a new one). A waiter holds a clone, taken under this same lock.
+        if Arc::strong_count(&self.turn) == 2
+            && turns.get(&self.key).is_some_and(|t| Arc::ptr_eq(t, &self.turn))
+        {
+            turns.remove(&self.key);
+        }
     }
 }
 
@@ -101,20 +144,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_copy_is_older_only_than_a_newer_version_seen() {
-        let mut seen = Seen::default();
-        assert!(!seen.is_older(Some("5")), "nothing seen yet");
-        seen.observe(Some("10"));
-        seen.observe(Some("7"));
-        assert!(seen.is_older(Some("9")));
-        assert!(!seen.is_older(Some("10")));
-        assert!(!seen.is_older(Some("11")));
+    #[tokio::test]
+    async fn a_copy_is_older_only_than_a_newer_version_seen() {
+        let attempts = Attempts::default();
+        let mut turn = attempts.lock(&key("a")).await;
+        assert!(!turn.is_older(Some("5")), "nothing seen yet");
+        turn.observe(Some("10"));
+        turn.observe(Some("7"));
+        assert!(turn.is_older(Some("9")));
+        assert!(!turn.is_older(Some("10")));
+        assert!(!turn.is_older(Some("11")));
         // Versions that are not integers are never called older, nor remembered.
-        assert!(!seen.is_older(Some("abc")));
-        assert!(!seen.is_older(None));
-        seen.observe(Some("xyz"));
-        assert!(seen.is_older(Some("9")));
+        assert!(!turn.is_older(Some("abc")));
+        assert!(!turn.is_older(None));
+        turn.observe(Some("xyz"));
+        assert!(turn.is_older(Some("9")));
+        // Another binding's versions are its own.
+        assert!(!attempts.lock(&key("b")).await.is_older(Some("1")));
     }
 
     #[tokio::test]
@@ -133,13 +179,73 @@ mod tests {
         };
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
+        assert_eq!(
+            attempts.len(),
+            (1, 1),
+            "b's turn went when it ended; a's is waited on"
+        );
         drop(first);
         assert!(waiting.await.unwrap_or(false));
-        assert_eq!(attempts.len(), 2);
+        assert_eq!(attempts.len(), (0, 1), "no turn is left once every attempt ended");
         attempts.forget(&key("a"));
         assert!(!attempts.lock(&key("a")).await.is_older(Some("2")));
-        attempts.forget(&key("a"));
-        attempts.forget(&key("b"));
-        assert!(attempts.is_empty());
+        assert_eq!(attempts.len(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_version_is_kept_until_the_watch_delivers_it_or_a_newer_one() {
+        let attempts = Attempts::default();
+        attempts.lock(&key("a")).await.observe(Some("10"));
+        attempts.lock(&key("b")).await.observe(Some("4"));
+        // An older event, and one without a version, change nothing.
+        attempts.caught_up(&key("a"), Some(9));
+        attempts.caught_up(&key("a"), None);
+        assert!(attempts.lock(&key("a")).await.is_older(Some("9")));
+        // The version itself: the cache holds it now, so the stale copies it guarded against
+        // are gone; b is untouched.
+        attempts.caught_up(&key("a"), Some(10));
+        assert_eq!(attempts.len(), (0, 1));
+        assert!(!attempts.lock(&key("a")).await.is_older(Some("9")));
+        // A newer version delivered also covers the one seen.
+        attempts.caught_up(&key("b"), Some(7));
+        assert_eq!(attempts.len(), (0, 0));
+        // A binding never seen: nothing to forget.
+        attempts.caught_up(&key("c"), Some(1));
+        assert_eq!(attempts.len(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn the_turn_handed_to_a_waiter_still_excludes_the_next_attempt() {
+        let attempts = Arc::new(Attempts::default());
+        let first = attempts.lock(&key("a")).await;
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let (holding, held) = tokio::sync::oneshot::channel::<()>();
+        let second = {
+            let attempts = Arc::clone(&attempts);
+            tokio::spawn(async move {
+                let turn = attempts.lock(&key("a")).await;
+                let _ = holding.send(());
+                let _ = released.await;
+                drop(turn);
+            })
+        };
+        tokio::task::yield_now().await;
+        // The first turn ends with the second waiting on it: the turn is handed over, not
+        // dropped, so a third attempt waits for the second.
+        drop(first);
+        assert!(held.await.is_ok());
+        let third = {
+            let attempts = Arc::clone(&attempts);
+            tokio::spawn(async move { drop(attempts.lock(&key("a")).await) })
+        };
+        tokio::task::yield_now().await;
+        assert!(
+            !third.is_finished(),
+            "the third attempt ran while the second held the turn"
+        );
+        let _ = release.send(());
+        assert!(second.await.is_ok());
+        assert!(tokio::time::timeout(Duration::from_secs(5), third).await.is_ok());
+        assert_eq!(attempts.len(), (0, 0));
     }
 }

@@ -177,6 +177,8 @@ pub struct StoredBinding {
     observed_generation: Option<i64>,
     eviction_tasks: u32,
     unschedulable: bool,
+    /// `metadata.resourceVersion` as an integer; 0 when it is absent or not one.
+    version: u64,
     body: Packed,
 }
 
@@ -311,8 +313,14 @@ impl StoredBinding {
                 .as_ref()
                 .and_then(|s| flotilla_api::conditions::find(&s.conditions, SCHEDULED))
                 .is_some_and(|c| c.status == "False"),
+            version: facts.resource_version.and_then(|v| v.parse().ok()).unwrap_or(0),
             body,
         }
+    }
+
+    /// `metadata.resourceVersion` as an integer (`None` when it is absent or not one).
+    pub fn resource_version(&self) -> Option<u64> {
+        (self.version != 0).then_some(self.version)
     }
 
     /// The binding as scheduling reads it.

@@ -114,10 +114,15 @@ pub fn start<K: BindingObject>(
             StoredBinding::of::<K>,
             move |update| {
                 match update {
-                    Update::Applied { new, .. } if awaits_first_schedule(new) => {
-                        queue.add_after(new.key(), FIRST_SCHEDULE_GRACE)
+                    Update::Applied { new, .. } => {
+                        let key = new.key();
+                        ctx.attempts.caught_up(&key, new.resource_version());
+                        if awaits_first_schedule(new) {
+                            queue.add_after(key, FIRST_SCHEDULE_GRACE)
+                        } else {
+                            queue.add(key)
+                        }
                     }
-                    Update::Applied { new, .. } => queue.add(new.key()),
                     // Nothing to schedule; a retry or resync already queued finds it gone.
                     Update::Deleted(binding) => ctx.attempts.forget(&binding.key()),
                     // Every listed binding was reported (and queued) before this.

@@ -24,7 +24,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 use tracing::Instrument;
 
-use crate::attempts::{Attempts, Seen};
+use crate::attempts::{Attempts, Turn};
 use crate::binding::{BindingKey, BindingObject, CachedBinding};
 use crate::decision::{Decision, decide_with, spec_patch, status_after, status_patch};
 use crate::failover::{FailoverContext, FailoverOptions};
@@ -299,7 +299,7 @@ async fn attempt_in_turn<K: BindingObject>(
     key: &BindingKey,
     cached: Option<CachedBinding>,
     trigger: Trigger,
-    seen: &mut Seen,
+    seen: &mut Turn<'_>,
 ) -> Result<Report, ReconcileError> {
     let api = K::api(ctx.client.clone(), key.namespace.as_deref());
     let mut next: Option<CachedBinding> = cached;
