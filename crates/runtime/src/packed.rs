@@ -1,44 +1,32 @@
 //! Records a watch cache keeps for every object but reads only now and then, packed small: the
-//! record's JSON, compressed with zstd against a dictionary learned from the first records of the
+//! record's JSON, compressed with LZ4 against a dictionary learned from the first records of the
 //! same [`Codec`] (ADR 0019).
 //!
 //! The objects of one kind look alike: a binding's JSON repeats its policy's placement, the same
 //! keys, annotation names, cluster names and condition reasons as every other binding of the
-//! installation. Compressed alone, a 1.5 KiB binding shrinks by about half (little repeats
-//! inside one record); compressed against a few kilobytes of earlier bindings it shrinks to
-//! about a tenth, mostly the bytes that really differ (names, uids, versions, times).
-//!
-//! Those bytes are why the codec is zstd (level 1) and no longer LZ4 (issue 17, round 17): uids,
-//! resourceVersions, trace ids and timestamps are hexadecimal and decimal text, which a match
-//! finder cannot shorten but an entropy coder can (4 bits of a hexadecimal digit's 8). On the
-//! benchmark's bindings (2.8 KiB of JSON each, the same 8 KiB dictionary) LZ4 packed 283 bytes a
-//! record and zstd 168, at about the same cost per record (a few microseconds either way).
+//! installation. Compressed alone, a 1.5 KiB binding shrinks by about half (LZ4 finds little to
+//! repeat inside one record); compressed against a few kilobytes of earlier bindings it shrinks
+//! to about an eighth, mostly the bytes that really differ (names, uids, versions, times).
 //!
 //! A [`Codec`] is one kind of record (one per cache type, a `static`). Its dictionary is the
 //! first [`DICTIONARY_BYTES`] of JSON it packs, taken once and never changed: every record
 //! packed with it must be read with the same bytes. Records packed before the dictionary was
 //! complete are compressed without one and say so in their first byte, so they read back the
-//! same way for as long as they live. The dictionary is prepared once for compression and once
-//! for decompression, and each codec reuses one context of each, so packing allocates only the
-//! record.
+//! same way for as long as they live.
 //!
-//! Packing costs a JSON write and a compression; reading costs a decompression and a JSON read.
-//! That suits what is read when an object is acted on, not on every event or timer tick: keep
-//! those fields typed beside the [`Packed`] record.
+//! Packing costs a JSON write and an LZ4 compression (the dictionary's hash table is rebuilt per
+//! record: a few microseconds for [`DICTIONARY_BYTES`]); reading costs a decompression and a JSON
+//! read. That suits what is read when an object is acted on, not on every event or timer tick:
+//! keep those fields typed beside the [`Packed`] record.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use zstd_safe::{CCtx, CDict, DCtx, DDict};
 
 /// How much JSON a [`Codec`] learns its dictionary from: a few records of a typical kind
-/// (bindings are 1-3 KiB).
+/// (bindings are 1-2 KiB). More costs every packing a longer table set-up for little gain.
 pub const DICTIONARY_BYTES: usize = 8 * 1024;
-
-/// zstd's compression level: its fastest, which on cache records packs within a few percent of
-/// its default (3).
-const LEVEL: i32 = 1;
 
 /// The first byte of a record compressed without a dictionary.
 const WITHOUT_DICTIONARY: u8 = 0;
@@ -46,34 +34,15 @@ const WITHOUT_DICTIONARY: u8 = 0;
 const WITH_DICTIONARY: u8 = 1;
 
 /// One kind of packed record and the dictionary its records share (see the module docs).
+#[derive(Debug)]
 pub struct Codec {
     /// The JSON packed so far, until it is [`DICTIONARY_BYTES`] long.
     learning: Mutex<Vec<u8>>,
     /// The dictionary, once learned; never changes after.
-    dictionary: OnceLock<Dictionary>,
-    /// The compression context every record of this codec is packed with (made on first use).
-    compressor: Mutex<Option<CCtx<'static>>>,
-    /// The decompression context every record of this codec is read with (made on first use).
-    decompressor: Mutex<Option<DCtx<'static>>>,
+    dictionary: OnceLock<Box<[u8]>>,
 }
 
-/// A learned dictionary: its bytes, and the same prepared for each direction.
-struct Dictionary {
-    bytes: Box<[u8]>,
-    compress: CDict<'static>,
-    decompress: DDict<'static>,
-}
-
-impl std::fmt::Debug for Codec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Codec")
-            .field("dictionary", &self.dictionary().map(<[u8]>::len))
-            .finish_non_exhaustive()
-    }
-}
-
-/// A packed record: one allocation of a tag byte and the compressed JSON (a zstd frame, which
-/// carries the JSON's length).
+/// A packed record: one allocation of the compressed JSON, a tag byte and the JSON's length.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Packed(Box<[u8]>);
 
@@ -89,7 +58,7 @@ impl Packed {
         self.0.len()
     }
 
-    /// Whether the record has no bytes (never: a record has at least its tag and a frame).
+    /// Whether the record has no bytes (never: a record has at least its tag and length).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -101,19 +70,12 @@ impl Default for Codec {
     }
 }
 
-/// `mutex`'s guard; a context left by a panicking thread is reset before each use anyway.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl Codec {
     /// A codec with no dictionary yet (usable as a `static`).
     pub const fn new() -> Self {
         Self {
             learning: Mutex::new(Vec::new()),
             dictionary: OnceLock::new(),
-            compressor: Mutex::new(None),
-            decompressor: Mutex::new(None),
         }
     }
 
@@ -125,29 +87,27 @@ impl Codec {
     /// records are API types and the caches' own structs, which always can.
     pub fn pack<T: Serialize + ?Sized>(&self, value: &T) -> Packed {
         let json = serde_json::to_vec(value).expect("a cache record serializes as JSON");
-        let dictionary = match self.dictionary.get() {
+        let dictionary = match self.dictionary() {
             Some(dictionary) => Some(dictionary),
             None => self.learn(&json),
         };
-        let mut bytes = vec![0; 1 + zstd_safe::compress_bound(json.len())];
-        let written = {
-            let mut context = lock(&self.compressor);
-            let context = context.get_or_insert_with(CCtx::create);
-            match dictionary {
-                Some(dictionary) => {
-                    bytes[0] = WITH_DICTIONARY;
-                    context.compress_using_cdict(&mut bytes[1..], &json, &dictionary.compress)
-                }
-                None => {
-                    bytes[0] = WITHOUT_DICTIONARY;
-                    context.compress(&mut bytes[1..], &json, LEVEL)
-                }
-            }
+        let (tag, dictionary) = match dictionary {
+            Some(dictionary) => (WITH_DICTIONARY, dictionary),
+            None => (WITHOUT_DICTIONARY, &[][..]),
+        };
+        let length = u32::try_from(json.len()).expect("a cache record is smaller than 4 GiB");
+        let mut bytes = vec![0; 5 + lz4_flex::block::get_maximum_output_size(json.len())];
+        bytes[0] = tag;
+        bytes[1..5].copy_from_slice(&length.to_le_bytes());
+        let written = if tag == WITH_DICTIONARY {
+            lz4_flex::block::compress_into_with_dict(&json, &mut bytes[5..], dictionary)
+        } else {
+            lz4_flex::block::compress_into(&json, &mut bytes[5..])
         }
         .expect("the buffer has the maximum compressed size");
         // Copied into an allocation of its own size (not shrunk in place): what a cache keeps
         // is allocated together, not scattered among freed buffers (ADR 0016).
-        Packed(bytes[..1 + written].into())
+        Packed(bytes[..5 + written].into())
     }
 
     /// The record `packed` read back as a `T`.
@@ -167,56 +127,48 @@ impl Codec {
     ///
     /// If `packed` was not made by this codec (see [`Codec::unpack`]).
     pub fn json(&self, packed: &Packed) -> Vec<u8> {
-        let (tag, frame) = packed.0.split_first().expect("a packed record has a tag byte");
-        let length = zstd_safe::get_frame_content_size(frame)
-            .ok()
-            .flatten()
-            .and_then(|length| usize::try_from(length).ok())
-            .expect("a packed record's frame says how long its JSON is");
-        let mut json = Vec::with_capacity(length);
-        let mut context = lock(&self.decompressor);
-        let context = context.get_or_insert_with(DCtx::create);
-        match *tag {
-            WITHOUT_DICTIONARY => context.decompress(&mut json, frame),
+        let (header, compressed) = packed.0.split_at(5);
+        let length = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut json = vec![0; length];
+        let written = match header[0] {
+            WITHOUT_DICTIONARY => lz4_flex::block::decompress_into(compressed, &mut json),
             WITH_DICTIONARY => {
                 let dictionary = self
                     .dictionary
                     .get()
                     .expect("a record packed with the dictionary is read by the codec that learned it");
-                context.decompress_using_ddict(&mut json, frame, &dictionary.decompress)
+                lz4_flex::block::decompress_into_with_dict(compressed, &mut json, dictionary)
             }
             tag => panic!("a packed record starts with tag 0 or 1, not {tag}"),
         }
         .expect("a packed record decompresses as it was compressed");
+        json.truncate(written);
         json
     }
 
     /// The dictionary, if it is learned (for tests and measurements).
     pub fn dictionary(&self) -> Option<&[u8]> {
-        self.dictionary.get().map(|dictionary| &dictionary.bytes[..])
+        self.dictionary.get().map(AsRef::as_ref)
     }
 
     /// Adds `json` to what the dictionary is learned from; returns the dictionary once it is
     /// complete (with this record, or because another thread completed it meanwhile).
-    fn learn(&self, json: &[u8]) -> Option<&Dictionary> {
-        let mut learning = lock(&self.learning);
-        if let Some(dictionary) = self.dictionary.get() {
+    fn learn(&self, json: &[u8]) -> Option<&[u8]> {
+        let mut learning = self
+            .learning
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(dictionary) = self.dictionary() {
             return Some(dictionary);
         }
         learning.extend_from_slice(json);
         if learning.len() < DICTIONARY_BYTES {
             return None;
         }
-        // The most recent bytes: zstd, like LZ4, finds the nearest matches cheapest.
-        let bytes: Box<[u8]> = learning[learning.len() - DICTIONARY_BYTES..].into();
+        // LZ4 matches reach back 64 KiB at most; the dictionary is the most recent bytes.
+        let dictionary: Box<[u8]> = learning[learning.len() - DICTIONARY_BYTES..].into();
         *learning = Vec::new();
-        Some(self.dictionary.get_or_init(|| Dictionary {
-            // JSON never starts with zstd's dictionary magic number, so both read the bytes as
-            // raw content.
-            compress: CDict::create(&bytes, LEVEL),
-            decompress: DDict::create(&bytes),
-            bytes,
-        }))
+        Some(self.dictionary.get_or_init(|| dictionary).as_ref())
     }
 }
 
@@ -318,8 +270,8 @@ mod tests {
             packed * 3 < json,
             "100 records of {json} bytes of JSON packed to {packed} bytes"
         );
-        // Without a dictionary little repeats inside one record.
-        let alone = Codec::new().pack(&record(1000)).len();
+        // Without a dictionary LZ4 finds little to repeat inside one record.
+        let alone = lz4_flex::block::compress(&serde_json::to_vec(&record(1000)).unwrap()).len();
         assert!(
             alone * 100 > packed * 2,
             "the dictionary is what makes the difference"
