@@ -20,9 +20,12 @@
 //!
 //! Both are held only while they say something the watch cache does not (issue 17): a binding's
 //! turn exists while an attempt runs or waits on it, and its newest version until the watch
-//! delivers that version or a newer one ([`Attempts::caught_up`]). Kept for every binding ever
-//! scheduled, they were about 230 bytes per binding (key strings, a map slot, a shared mutex),
-//! as much as the scheduler's cached copy of the binding itself.
+//! cache holds that version or a newer one: checked when the watch delivers one
+//! ([`Attempts::caught_up`]) and when an attempt ends, since the watch often delivers a write
+//! before the writer reads the answer, and an attempt may read a version delivered long ago
+//! ([`Attempts::delivered_by`]). Kept for every binding ever scheduled, they were about 230 bytes
+//! per binding (key strings, a map slot, a shared mutex), as much as the scheduler's cached
+//! copy of the binding itself.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,14 +34,29 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::binding::BindingKey;
 
+/// What the watch cache holds of a binding: its resourceVersion as an integer, if it holds it.
+pub type Delivered = Box<dyn Fn(&BindingKey) -> Option<u64> + Send + Sync>;
+
 /// The per-binding turns and versions of one process.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Attempts {
     /// The turn of each binding an attempt runs or waits on.
     turns: Mutex<HashMap<BindingKey, Arc<tokio::sync::Mutex<()>>>>,
     /// The newest resourceVersion this process read or wrote of each binding whose watch has
     /// not delivered it yet.
     seen: Mutex<HashMap<BindingKey, u64>>,
+    /// The watch caches, one per binding kind, registered as each controller starts.
+    caches: Mutex<Vec<Delivered>>,
+}
+
+impl std::fmt::Debug for Attempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (turns, versions) = self.len();
+        f.debug_struct("Attempts")
+            .field("turns", &turns)
+            .field("versions", &versions)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One attempt's turn on a binding: other attempts on it wait until this is dropped.
@@ -54,6 +72,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+// Each map's size is published while its lock is held, so the gauge (`flotilla_scheduler_
+// attempt_state_bindings`) ends on the last size, and no lock is taken inside the other.
+fn report_turns(len: usize) {
+    crate::metrics::metrics().set_attempt_state("turn", len);
+}
+
+fn report_versions(len: usize) {
+    crate::metrics::metrics().set_attempt_state("version", len);
+}
+
 fn parse(resource_version: Option<&str>) -> Option<u64> {
     resource_version?.parse().ok()
 }
@@ -61,7 +89,12 @@ fn parse(resource_version: Option<&str>) -> Option<u64> {
 impl Attempts {
     /// Waits for `key`'s turn.
     pub async fn lock(&self, key: &BindingKey) -> Turn<'_> {
-        let turn = Arc::clone(lock(&self.turns).entry(key.clone()).or_default());
+        let turn = {
+            let mut turns = lock(&self.turns);
+            let turn = Arc::clone(turns.entry(key.clone()).or_default());
+            report_turns(turns.len());
+            turn
+        };
         let guard = Arc::clone(&turn).lock_owned().await;
         Turn {
             attempts: self,
@@ -81,13 +114,27 @@ impl Attempts {
         let mut seen = lock(&self.seen);
         if seen.get(key).is_some_and(|version| *version <= delivered) {
             seen.remove(key);
+            report_versions(seen.len());
         }
+    }
+
+    /// Registers a watch cache: when an attempt ends, a version it holds needs no guarding.
+    pub fn delivered_by(&self, cache: Delivered) {
+        lock(&self.caches).push(cache);
+    }
+
+    /// What a registered watch cache holds of `key`.
+    fn delivered(&self, key: &BindingKey) -> Option<u64> {
+        lock(&self.caches).iter().find_map(|cache| cache(key))
     }
 
     /// Forgets a deleted binding (a binding created again under its name starts afresh: its
     /// versions are newer anyway).
     pub fn forget(&self, key: &BindingKey) {
-        lock(&self.seen).remove(key);
+        let mut seen = lock(&self.seen);
+        if seen.remove(key).is_some() {
+            report_versions(seen.len());
+        }
     }
 
     /// How many bindings have a turn taken or waited for, and how many a version the watch has
@@ -104,6 +151,7 @@ impl Turn<'_> {
             let mut seen = lock(&self.attempts.seen);
             let newest = seen.entry(self.key.clone()).or_insert(version);
             *newest = (*newest).max(version);
+            report_versions(seen.len());
         }
     }
 
@@ -125,6 +173,11 @@ impl Drop for Turn<'_> {
         {
             turns.remove(&self.key);
         }
+        report_turns(turns.len());
+        drop(turns);
+        // The watch may have delivered what this attempt read or wrote before it recorded it.
+        let delivered = self.attempts.delivered(&self.key);
+        self.attempts.caught_up(&self.key, delivered);
     }
 }
 
@@ -212,6 +265,27 @@ mod tests {
         // A binding never seen: nothing to forget.
         attempts.caught_up(&key("c"), Some(1));
         assert_eq!(attempts.len(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_version_the_cache_already_holds_goes_when_the_attempt_ends() {
+        let attempts = Attempts::default();
+        // The watch cache of this test: a holds version 12, b is not cached.
+        attempts.delivered_by(Box::new(|key: &BindingKey| (key.name == "a").then_some(12)));
+        // The watch delivered the write before the attempt read the answer (or the attempt read
+        // a version delivered long ago): nothing left to guard once it ends.
+        {
+            let mut turn = attempts.lock(&key("a")).await;
+            turn.observe(Some("11"));
+            turn.observe(Some("12"));
+            assert!(turn.is_older(Some("11")), "guarded while the attempt runs");
+        }
+        assert_eq!(attempts.len(), (0, 0));
+        // A version newer than the cache's, or of a binding not cached, is kept for the watch.
+        attempts.lock(&key("a")).await.observe(Some("13"));
+        attempts.lock(&key("b")).await.observe(Some("3"));
+        assert_eq!(attempts.len(), (0, 2));
+        assert!(attempts.lock(&key("a")).await.is_older(Some("12")));
     }
 
     #[tokio::test]

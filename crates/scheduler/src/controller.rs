@@ -101,6 +101,15 @@ pub fn start<K: BindingObject>(
     shutdown: flotilla_runtime::Shutdown,
 ) -> Running {
     let (cache, writer) = Cache::new();
+    {
+        let cache: Cache<StoredBinding> = cache.clone();
+        ctx.attempts.delivered_by(Box::new(move |key: &BindingKey| {
+            (key.kind == K::KIND)
+                .then(|| cache.get(key.namespace.as_deref(), &key.name))
+                .flatten()
+                .and_then(|binding| binding.resource_version())
+        }));
+    }
     let queue: WorkQueue<BindingKey> = WorkQueue::new(RETRY_BASE, RETRY_MAX);
     let (synced_tx, synced) = tokio::sync::watch::channel(false);
     // The watch and the inventory listener run until shutdown aborts them.

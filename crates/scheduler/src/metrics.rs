@@ -35,6 +35,13 @@ struct ClusterLabels {
     ready: String,
 }
 
+/// Labels of the per-binding attempt state gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeldLabels {
+    /// `turn` (an attempt runs or waits) or `version` (a version the watch has not delivered).
+    held: String,
+}
+
 /// Labels of an eviction.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EvictionLabels {
@@ -64,6 +71,7 @@ pub struct Metrics {
     evictions: Family<EvictionLabels, Counter>,
     eviction_tasks_finished: Family<TaskEndLabels, Counter>,
     eviction_tasks: Gauge,
+    attempt_state: Family<HeldLabels, Gauge>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -85,6 +93,7 @@ pub fn metrics() -> &'static Metrics {
             evictions: Family::default(),
             eviction_tasks_finished: Family::default(),
             eviction_tasks: Gauge::default(),
+            attempt_state: Family::default(),
         };
         use flotilla_telemetry::metrics::register;
         register(
@@ -132,6 +141,11 @@ pub fn metrics() -> &'static Metrics {
             "Graceful eviction tasks in the bindings' specs (clusters whose old copies are still kept)",
             metrics.eviction_tasks.clone(),
         );
+        register(
+            "scheduler_attempt_state_bindings",
+            "Bindings the scheduler holds attempt state for: held=\"turn\" (an attempt runs or waits on it), held=\"version\" (a version it read or wrote that its watch has not delivered yet); both return to 0 when it is idle",
+            metrics.attempt_state.clone(),
+        );
         metrics
     })
 }
@@ -178,6 +192,15 @@ impl Metrics {
                 })
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Sets how many bindings the scheduler holds `held` state for (`turn` or `version`).
+    pub fn set_attempt_state(&self, held: &str, bindings: usize) {
+        self.attempt_state
+            .get_or_create(&HeldLabels {
+                held: held.to_owned(),
+            })
+            .set(i64::try_from(bindings).unwrap_or(i64::MAX));
     }
 
     /// Counts one eviction.
