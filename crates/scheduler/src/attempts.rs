@@ -104,9 +104,9 @@ impl Attempts {
         }
     }
 
-    /// The watch delivered `key` at `resource_version` (an integer, as
+    /// The watch cache holds `key` at `resource_version` (an integer, as
     /// [`crate::binding::StoredBinding::resource_version`] reads it): a version seen that is not
-    /// newer is forgotten (the cache now holds it or a newer one).
+    /// newer is forgotten. Called as the watch delivers a version, and as an attempt ends.
     pub fn caught_up(&self, key: &BindingKey, resource_version: Option<u64>) {
         let Some(delivered) = resource_version else {
             return;
@@ -149,9 +149,13 @@ impl Turn<'_> {
     pub fn observe(&mut self, resource_version: Option<&str>) {
         if let Some(version) = parse(resource_version) {
             let mut seen = lock(&self.attempts.seen);
-            let newest = seen.entry(self.key.clone()).or_insert(version);
-            *newest = (*newest).max(version);
-            report_versions(seen.len());
+            match seen.get_mut(&self.key) {
+                Some(newest) => *newest = (*newest).max(version),
+                None => {
+                    seen.insert(self.key.clone(), version);
+                    report_versions(seen.len());
+                }
+            }
         }
     }
 
