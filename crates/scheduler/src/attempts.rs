@@ -42,8 +42,8 @@ pub type Delivered = Box<dyn Fn(&BindingKey) -> Option<u64> + Send + Sync>;
 pub struct Attempts {
     /// The turn of each binding an attempt runs or waits on.
     turns: Mutex<HashMap<BindingKey, Arc<tokio::sync::Mutex<()>>>>,
-    /// The newest resourceVersion this process read or wrote of each binding whose watch has
-    /// not delivered it yet.
+    /// The newest resourceVersion this process read or wrote of each binding whose watch cache
+    /// does not hold it yet.
     seen: Mutex<HashMap<BindingKey, u64>>,
     /// The watch caches, one per binding kind, registered as each controller starts.
     caches: Mutex<Vec<Delivered>>,
@@ -137,8 +137,8 @@ impl Attempts {
         }
     }
 
-    /// How many bindings have a turn taken or waited for, and how many a version the watch has
-    /// not delivered yet.
+    /// How many bindings have a turn taken or waited for, and how many a version the watch cache
+    /// does not hold yet.
     pub fn len(&self) -> (usize, usize) {
         (lock(&self.turns).len(), lock(&self.seen).len())
     }

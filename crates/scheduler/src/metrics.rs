@@ -38,7 +38,7 @@ struct ClusterLabels {
 /// Labels of the per-binding attempt state gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HeldLabels {
-    /// `turn` (an attempt runs or waits) or `version` (a version the watch has not delivered).
+    /// `turn` (an attempt runs or waits) or `version` (a version the watch cache does not hold yet).
     held: String,
 }
 
@@ -143,7 +143,7 @@ pub fn metrics() -> &'static Metrics {
         );
         register(
             "scheduler_attempt_state_bindings",
-            "Bindings the scheduler holds attempt state for: held=\"turn\" (an attempt runs or waits on it), held=\"version\" (a version it read or wrote that its watch has not delivered yet); both return to 0 when it is idle",
+            "Bindings the scheduler holds attempt state for: held=\"turn\" (an attempt runs or waits on it), held=\"version\" (a version it read or wrote that its watch cache does not hold yet); both return to 0 when it is idle",
             metrics.attempt_state.clone(),
         );
         metrics
