@@ -25,10 +25,13 @@
 //! What Works repeat is shared, not copied (ADR 0019): the execution namespace (one per cluster)
 //! and the binding key (one per binding, five Works each with five members) are interned
 //! ([`flotilla_runtime::intern`]); the workload's status is a packed record
-//! ([`flotilla_runtime::packed`]); the manifest digests and the label and annotation hashes are one
-//! allocation; the name is shared with the cluster's work queue while the Work waits there.
+//! ([`flotilla_runtime::packed`]); the name is shared with the cluster's work queue while the
+//! Work waits there. Everything else of variable length (the manifest digests, the label and
+//! annotation hashes, the packed status, the reason it is not applied, a propagated namespace)
+//! is one allocation beside the record, and the record's fixed part is lengths and flags: two
+//! allocations and the name per Work, about 230 bytes with glibc's headers, where a record with
+//! a field per part took four allocations and about 300.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -58,15 +61,46 @@ static BINDINGS: Interner<BindingKey> = Interner::new();
 /// The codec of the workloads' statuses.
 static STATUSES: Codec = Codec::new();
 
-/// A Work as execution's watch cache keeps it (see the module docs).
+/// A Work as execution's watch cache keeps it (see the module docs): two allocations besides
+/// its name, this record and its [`CachedWork::tail`].
 #[derive(Clone, Debug)]
 pub struct CachedWork {
     /// `metadata.namespace` (an execution namespace).
     namespace: Arc<str>,
     /// `metadata.name`, shared with the cluster's work queue while the Work waits in it.
     name: Arc<str>,
+    /// The binding the Work belongs to ([`binding_of_work`]).
+    pub binding: Option<Arc<BindingKey>>,
     /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// A hash of `metadata.finalizers` (a change of any finalizer needs the cluster's worker).
+    finalizers: u64,
+    /// [`records_hash`] of the override records.
+    override_records: u64,
+    /// What varies in length, in one allocation, in this order:
+    /// - `manifests` [`manifest_digest`]s, one per manifest in order, then `labels` [`pair_hash`]es
+    ///   of the labels, sorted, then `annotations` of the annotations, sorted: 8 bytes each,
+    ///   native byte order ([`CachedWork::hash`]);
+    /// - `status` bytes: the first manifest's status in its member, a packed record;
+    /// - `not_applied` bytes: why the member objects do not hold the current manifests, if
+    ///   they do not ([`work_applied`]);
+    /// - the rest: the namespace a propagated-namespace Work carries
+    ///   ([`PROPAGATED_NAMESPACE_LABEL`]), if `propagates` is set.
+    tail: Box<[u8]>,
+    /// How many manifest digests `tail` starts with.
+    manifests: u32,
+    /// How many label hashes follow them.
+    labels: u32,
+    /// How many annotation hashes follow those.
+    annotations: u32,
+    /// The bytes of the packed status (0: none reported).
+    status: u32,
+    /// The bytes of the not-applied message (meaningful when `applied` is false).
+    not_applied: u32,
+    /// Whether the member objects hold the current manifests ([`work_applied`]).
+    applied: bool,
+    /// Whether the Work carries [`PROPAGATED_NAMESPACE_LABEL`] (its value ends `tail`).
+    propagates: bool,
     /// Whether `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// Whether `metadata.finalizers` holds [`WORK_FINALIZER`].
@@ -75,35 +109,34 @@ pub struct CachedWork {
     pub suspend_dispatching: Option<bool>,
     /// `spec.preserveResourcesOnDeletion`.
     pub preserve_resources_on_deletion: Option<bool>,
-    /// How many of `hashes` are manifests.
-    manifests: u32,
-    /// How many of `hashes` after the manifests are labels.
-    labels: u32,
-    /// A hash of `metadata.finalizers` (a change of any finalizer needs the cluster's worker).
-    finalizers: u64,
-    /// [`records_hash`] of the override records.
-    override_records: u64,
-    /// The binding the Work belongs to ([`binding_of_work`]).
-    pub binding: Option<Arc<BindingKey>>,
-    /// The namespace a propagated-namespace Work carries ([`PROPAGATED_NAMESPACE_LABEL`]).
-    pub propagated_namespace: Option<Box<str>>,
-    /// One allocation: [`manifest_digest`] of each manifest, in order, then [`pair_hash`] of
-    /// every label, sorted, then of every annotation, sorted.
-    hashes: Box<[u64]>,
-    /// Why the member objects do not hold the current manifests, if they do not
-    /// ([`work_applied`]).
-    not_applied: Option<Cow<'static, str>>,
-    /// The health of the first manifest (the workload) in its member.
-    pub health: Option<ResourceHealth>,
-    /// The status of the first manifest in its member, packed.
-    status: Option<Packed>,
+    /// The health of the first manifest (the workload) in its member ([`CachedWork::health`]).
+    health: Option<Health>,
+}
+
+/// A workload's health as a cached Work keeps it: one byte. The Work CRD's schema allows only
+/// these three; a value this version does not know (written past the schema) is kept as
+/// `Unknown`, which is what the binding's aggregated status then reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Health {
+    Healthy,
+    Unhealthy,
+    Unknown,
+}
+
+impl From<&ResourceHealth> for Health {
+    fn from(health: &ResourceHealth) -> Self {
+        match health {
+            ResourceHealth::Healthy => Self::Healthy,
+            ResourceHealth::Unhealthy => Self::Unhealthy,
+            ResourceHealth::Unknown | ResourceHealth::Other(_) => Self::Unknown,
+        }
+    }
 }
 
 impl From<Work> for CachedWork {
     fn from(work: Work) -> Self {
         let not_applied = work_applied(&work).err();
         let binding = binding_of_work(&work).map(|key| BINDINGS.intern_value(key));
-        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let Work {
             metadata,
             spec,
@@ -118,47 +151,71 @@ impl From<Work> for CachedWork {
             .into_iter()
             .flat_map(|s| s.manifest_statuses)
             .find(|m| m.identifier.ordinal == 0);
+        let health = workload
+            .as_ref()
+            .and_then(|m| m.health.as_ref())
+            .map(Health::from);
+        let packed_status = workload
+            .and_then(|m| m.status)
+            .map(|status| STATUSES.pack(&status));
+        let packed_status = packed_status.as_ref().map_or(&[][..], Packed::as_bytes);
+        let propagated_namespace = metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(PROPAGATED_NAMESPACE_LABEL));
+        let message = not_applied.as_deref().unwrap_or_default();
         let finalizers = metadata.finalizers.unwrap_or_default();
         let manifests = &spec.workload.manifests;
         let label_count = metadata.labels.as_ref().map_or(0, BTreeMap::len);
         let annotation_count = metadata.annotations.as_ref().map_or(0, BTreeMap::len);
-        let mut hashes = Vec::with_capacity(manifests.len() + label_count + annotation_count);
-        hashes.extend(manifests.iter().map(manifest_digest));
+
+        let mut tail = Vec::with_capacity(
+            8 * (manifests.len() + label_count + annotation_count)
+                + packed_status.len()
+                + message.len()
+                + propagated_namespace.map_or(0, String::len),
+        );
+        tail.extend(manifests.iter().flat_map(|m| manifest_digest(m).to_ne_bytes()));
         for map in [&metadata.labels, &metadata.annotations] {
-            let start = hashes.len();
-            hashes.extend(map.iter().flatten().map(|(k, v)| pair_hash(k, v)));
-            hashes[start..].sort_unstable();
+            let mut pairs: Vec<u64> = map.iter().flatten().map(|(k, v)| pair_hash(k, v)).collect();
+            pairs.sort_unstable();
+            tail.extend(pairs.iter().flat_map(|hash| hash.to_ne_bytes()));
         }
+        tail.extend_from_slice(packed_status);
+        tail.extend_from_slice(message.as_bytes());
+        tail.extend_from_slice(propagated_namespace.map_or(&[][..], |n| n.as_bytes()));
         Self {
             namespace: NAMESPACES.intern(metadata.namespace.as_deref().unwrap_or_default()),
             name: metadata.name.as_deref().unwrap_or_default().into(),
+            binding,
             generation: metadata.generation,
-            deleting: metadata.deletion_timestamp.is_some(),
-            finalized: finalizers.iter().any(|f| f == WORK_FINALIZER),
-            suspend_dispatching: spec.suspend_dispatching,
-            preserve_resources_on_deletion: spec.preserve_resources_on_deletion,
-            manifests: count(manifests.len()),
-            labels: count(label_count),
             finalizers: {
                 let mut hasher = DefaultHasher::new();
                 finalizers.hash(&mut hasher);
                 hasher.finish()
             },
             override_records,
-            binding,
-            propagated_namespace: metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(PROPAGATED_NAMESPACE_LABEL))
-                .map(|n| n.as_str().into()),
-            hashes: hashes.into(),
-            not_applied,
-            health: workload.as_ref().and_then(|m| m.health.clone()),
-            status: workload
-                .and_then(|m| m.status)
-                .map(|status| STATUSES.pack(&status)),
+            tail: tail.into_boxed_slice(),
+            manifests: length(manifests.len()),
+            labels: length(label_count),
+            annotations: length(annotation_count),
+            status: length(packed_status.len()),
+            not_applied: length(message.len()),
+            applied: not_applied.is_none(),
+            propagates: propagated_namespace.is_some(),
+            deleting: metadata.deletion_timestamp.is_some(),
+            finalized: finalizers.iter().any(|f| f == WORK_FINALIZER),
+            suspend_dispatching: spec.suspend_dispatching,
+            preserve_resources_on_deletion: spec.preserve_resources_on_deletion,
+            health,
         }
     }
+}
+
+/// A length of what a cached Work holds, as stored. A Work is at most a few MiB (the API
+/// server's request limit), so every length fits.
+fn length(n: usize) -> u32 {
+    u32::try_from(n).expect("a Work's parts are shorter than 4 GiB")
 }
 
 impl flotilla_runtime::cache::Keyed for CachedWork {
@@ -192,7 +249,17 @@ impl CachedWork {
     /// Whether the member objects hold the current manifests: `Ok`, or why not
     /// ([`work_applied`]).
     pub fn applied(&self) -> Result<(), &str> {
-        self.not_applied.as_deref().map_or(Ok(()), Err)
+        if self.applied {
+            Ok(())
+        } else {
+            Err(self.text(self.message_range()))
+        }
+    }
+
+    /// The namespace a propagated-namespace Work carries ([`PROPAGATED_NAMESPACE_LABEL`]).
+    pub fn propagated_namespace(&self) -> Option<&str> {
+        self.propagates
+            .then(|| self.text(self.message_range().end..self.tail.len()))
     }
 
     /// Whether the Work's cluster worker has nothing to do, as far as the cache tells: the Work
@@ -210,32 +277,81 @@ impl CachedWork {
                 .is_some_and(|uid| self.has_label(key.kind.permanent_id_label(), uid)),
             (Some(_), None) => false,
         };
-        ours && self.finalized && !self.deleting && self.not_applied.is_none()
+        ours && self.finalized && !self.deleting && self.applied
+    }
+
+    /// The `index`th hash of the tail (manifest digests, then label, then annotation hashes).
+    fn hash(&self, index: usize) -> u64 {
+        let bytes = &self.tail[8 * index..8 * index + 8];
+        u64::from_ne_bytes(bytes.try_into().expect("a hash is 8 bytes"))
+    }
+
+    /// The hashes in the tail: manifests, labels, annotations.
+    fn hash_count(&self) -> usize {
+        self.manifests as usize + self.labels as usize + self.annotations as usize
     }
 
     /// The digests of the manifests, in order.
-    fn manifest_hashes(&self) -> &[u64] {
-        &self.hashes[..self.manifests as usize]
+    fn manifest_hashes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        (0..self.manifests as usize).map(|i| self.hash(i))
     }
 
-    /// The label pair hashes (sorted) and the annotation pair hashes (sorted).
-    fn pairs(&self) -> (&[u64], &[u64]) {
-        self.hashes[self.manifests as usize..].split_at(self.labels as usize)
+    /// Whether the sorted hashes at `indices` of the tail hold `wanted` (a binary search).
+    fn holds_hash(&self, indices: std::ops::Range<usize>, wanted: u64) -> bool {
+        let (mut low, mut high) = (indices.start, indices.end);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.hash(middle).cmp(&wanted) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
     }
 
     /// Whether the Work has the label `key` with `value`.
     pub fn has_label(&self, key: &str, value: &str) -> bool {
-        self.pairs().0.binary_search(&pair_hash(key, value)).is_ok()
+        let start = self.manifests as usize;
+        self.holds_hash(start..start + self.labels as usize, pair_hash(key, value))
     }
 
     /// Whether the Work has the annotation `key` with `value`.
     pub fn has_annotation(&self, key: &str, value: &str) -> bool {
-        self.pairs().1.binary_search(&pair_hash(key, value)).is_ok()
+        let start = self.manifests as usize + self.labels as usize;
+        self.holds_hash(start..self.hash_count(), pair_hash(key, value))
+    }
+
+    /// Where the packed status lies in the tail.
+    fn status_range(&self) -> std::ops::Range<usize> {
+        let start = 8 * self.hash_count();
+        start..start + self.status as usize
+    }
+
+    /// Where the not-applied message lies in the tail.
+    fn message_range(&self) -> std::ops::Range<usize> {
+        let start = self.status_range().end;
+        start..start + self.not_applied as usize
+    }
+
+    /// The text at `range` of the tail (written from a `str` in [`CachedWork::from`]).
+    fn text(&self, range: std::ops::Range<usize>) -> &str {
+        std::str::from_utf8(&self.tail[range]).expect("the tail holds the text it was given")
+    }
+
+    /// The first manifest's health in its member, if reported.
+    pub fn health(&self) -> Option<ResourceHealth> {
+        self.health.map(|health| match health {
+            Health::Healthy => ResourceHealth::Healthy,
+            Health::Unhealthy => ResourceHealth::Unhealthy,
+            Health::Unknown => ResourceHealth::Unknown,
+        })
     }
 
     /// The first manifest's status in its member, if reported.
     pub fn status(&self) -> Option<Value> {
-        self.status.as_ref().map(|status| STATUSES.unpack(status))
+        let range = self.status_range();
+        (!range.is_empty()).then(|| STATUSES.unpack_bytes(&self.tail[range]))
     }
 
     /// Whether the Work already is `desired`: nothing the binding controller writes differs.
@@ -266,9 +382,8 @@ impl CachedWork {
         let hashes = self.manifest_hashes();
         hashes.len() == manifests.len()
             && hashes
-                .iter()
                 .zip(manifests)
-                .all(|(hash, manifest)| *hash == manifest_digest(manifest))
+                .all(|(hash, manifest)| hash == manifest_digest(manifest))
     }
 }
 
@@ -543,14 +658,14 @@ mod tests {
                 name: "a".into()
             })
         );
-        assert_eq!(cached.propagated_namespace, None);
+        assert_eq!(cached.propagated_namespace(), None);
         assert_eq!(
-            cached.manifest_hashes(),
+            cached.manifest_hashes().collect::<Vec<_>>(),
             manifests().iter().map(manifest_digest).collect::<Vec<_>>()
         );
         assert_eq!(cached.applied(), Ok(()));
         assert_eq!(work_applied(&work), Ok(()));
-        assert_eq!(cached.health, Some(ResourceHealth::Healthy));
+        assert_eq!(cached.health(), Some(ResourceHealth::Healthy));
         assert_eq!(
             cached.status(),
             Some(json!({"readyReplicas": 2, "conditions": [{"type": "Available"}]}))
@@ -681,6 +796,69 @@ mod tests {
     }
 
     #[test]
+    fn every_part_of_the_tail_reads_back_beside_the_others() {
+        // Hashes, status, a message of the API's and a propagated namespace, all in one Work.
+        let mut work = stored(&desired());
+        work.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(PROPAGATED_NAMESPACE_LABEL.into(), "team-ä".into());
+        let status = work.status.as_mut().unwrap();
+        status.conditions[0].status = "False".into();
+        status.conditions[0].message = "member1: deployments.apps \"a\" is forbidden".into();
+        let cached = CachedWork::from(work);
+        assert_eq!(
+            cached.applied(),
+            Err("member1: deployments.apps \"a\" is forbidden")
+        );
+        assert_eq!(cached.propagated_namespace(), Some("team-ä"));
+        assert_eq!(
+            cached.status(),
+            Some(json!({"readyReplicas": 2, "conditions": [{"type": "Available"}]}))
+        );
+        assert!(cached.has_label(PROPAGATED_NAMESPACE_LABEL, "team-ä"));
+        assert!(cached.has_label("resourcebinding.karmada.io/permanent-id", "uid-1"));
+        assert!(cached.has_annotation("resourcebinding.karmada.io/name", "a"));
+        assert!(cached.has_manifests(&manifests()));
+        assert!(!cached.settled(None), "not applied");
+
+        // Every label and annotation is found, and only in its own part.
+        let want = desired();
+        for (key, value) in &want.labels {
+            assert!(cached.has_label(key, value), "label {key}");
+            assert!(!cached.has_annotation(key, value), "label {key} as an annotation");
+        }
+        for (key, value) in &want.annotations {
+            assert!(cached.has_annotation(key, value), "annotation {key}");
+        }
+        // The watch cache holds one record per Work (ADR 0019): with the Arc's two counts it
+        // fits a 144-byte glibc chunk (the record with every part of its own took 192 and
+        // three more allocations).
+        assert!(
+            std::mem::size_of::<CachedWork>() <= 120,
+            "{}",
+            std::mem::size_of::<CachedWork>()
+        );
+    }
+
+    #[test]
+    fn a_health_past_the_schema_is_kept_as_unknown() {
+        let mut work = stored(&desired());
+        let status = work.status.as_mut().unwrap();
+        status.manifest_statuses[0].health = Some(ResourceHealth::Other("Degraded".into()));
+        assert_eq!(
+            CachedWork::from(work.clone()).health(),
+            Some(ResourceHealth::Unknown)
+        );
+        for health in [ResourceHealth::Unhealthy, ResourceHealth::Unknown] {
+            let status = work.status.as_mut().unwrap();
+            status.manifest_statuses[0].health = Some(health.clone());
+            assert_eq!(CachedWork::from(work.clone()).health(), Some(health));
+        }
+    }
+
+    #[test]
     fn a_work_without_manifests_or_report() {
         let mut want = desired();
         want.spec.workload.manifests.clear();
@@ -691,13 +869,13 @@ mod tests {
             "ns1".into(),
         )]));
         let cached = CachedWork::from(work);
-        assert!(cached.manifest_hashes().is_empty());
+        assert_eq!(cached.manifest_hashes().len(), 0);
         assert!(cached.has_manifests(&[]));
         assert!(!cached.has_manifests(&manifests()[..1]));
         assert_eq!(cached.status(), None);
-        assert_eq!(cached.health, None);
+        assert_eq!(cached.health(), None);
         assert_eq!(cached.applied(), Err("not applied yet"));
-        assert_eq!(cached.propagated_namespace.as_deref(), Some("ns1"));
+        assert_eq!(cached.propagated_namespace(), Some("ns1"));
     }
 
     #[test]

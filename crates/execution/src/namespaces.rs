@@ -169,7 +169,7 @@ async fn reconcile(ctx: &Arc<Context>, name: &str) -> Result<(), ExecutionError>
     let existing: BTreeMap<String, Arc<crate::cache::CachedWork>> =
         cached_works_named(ctx, &namespace_work_name(name))
             .into_iter()
-            .filter(|(_, w)| w.propagated_namespace.as_deref() == Some(name))
+            .filter(|(_, w)| w.propagated_namespace() == Some(name))
             .collect();
     for work in &desired {
         if needs_write(existing.get(&work.cluster).map(Arc::as_ref), work) {

@@ -78,7 +78,7 @@ pub fn aggregated_items(
                     status: work.status(),
                     applied: applied.is_ok(),
                     applied_message: applied.err().map(str::to_owned),
-                    health: work.health.clone(),
+                    health: work.health(),
                     last_health_transition_time: None,
                 }
             }

@@ -133,7 +133,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                         .add_after(key, crate::dispatch::WORK_REPORTS_COALESCE);
                 }
             }
-            if let Some(namespace) = &work.propagated_namespace
+            if let Some(namespace) = work.propagated_namespace()
                 && deleted
             {
                 ctx.namespace_queue.add(namespace.to_string());

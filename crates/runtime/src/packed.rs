@@ -62,6 +62,12 @@ impl Packed {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The record's bytes, for a cache that keeps them inside an allocation of its own (read
+    /// back with [`Codec::unpack_bytes`]).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl Default for Codec {
@@ -117,7 +123,16 @@ impl Codec {
     /// If `packed` was not made by this codec from a `T`'s JSON: records are written and read
     /// by the same process with the same types, so that is a bug, not an input error.
     pub fn unpack<T: DeserializeOwned>(&self, packed: &Packed) -> T {
-        let json = self.json(packed);
+        self.unpack_bytes(&packed.0)
+    }
+
+    /// The record whose [`Packed::as_bytes`] are `bytes` read back as a `T`.
+    ///
+    /// # Panics
+    ///
+    /// If `bytes` are not a record this codec made from a `T`'s JSON (see [`Codec::unpack`]).
+    pub fn unpack_bytes<T: DeserializeOwned>(&self, bytes: &[u8]) -> T {
+        let json = self.json_of(bytes);
         serde_json::from_slice(&json).expect("a packed record reads back as the type it was packed from")
     }
 
@@ -127,7 +142,12 @@ impl Codec {
     ///
     /// If `packed` was not made by this codec (see [`Codec::unpack`]).
     pub fn json(&self, packed: &Packed) -> Vec<u8> {
-        let (header, compressed) = packed.0.split_at(5);
+        self.json_of(&packed.0)
+    }
+
+    /// The JSON text of the record whose bytes are `bytes`.
+    fn json_of(&self, bytes: &[u8]) -> Vec<u8> {
+        let (header, compressed) = bytes.split_at(5);
         let length = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
         let mut json = vec![0; length];
         let written = match header[0] {
@@ -235,6 +255,12 @@ mod tests {
         assert_eq!(packed[199].1.0[0], WITH_DICTIONARY);
         for (value, packed) in &packed {
             assert_eq!(&codec.unpack::<Record>(packed), value);
+            // The bytes kept inside a larger allocation read back the same.
+            let mut kept = b"before".to_vec();
+            kept.extend_from_slice(packed.as_bytes());
+            kept.extend_from_slice(b"after");
+            let inner = &kept[6..6 + packed.len()];
+            assert_eq!(&codec.unpack_bytes::<Record>(inner), value);
         }
     }
 
