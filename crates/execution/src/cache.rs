@@ -23,7 +23,8 @@
 //! event is handled.
 //!
 //! What Works repeat is shared, not copied (ADR 0019): the execution namespace (one per cluster)
-//! and the binding key (one per binding, five Works each with five members) are interned
+//! and the binding key (one per binding, five Works each with five members, the same copy the
+//! cached binding and the binding queue hold: [`BindingKey::shared`]) are interned
 //! ([`flotilla_runtime::intern`]); the workload's status is a packed record
 //! ([`flotilla_runtime::packed`]); the name is shared with the cluster's work queue while the
 //! Work waits there. Everything else of variable length (the manifest digests, the label and
@@ -54,10 +55,11 @@ use crate::overrides::detector_managed;
 use crate::status::work_applied;
 use crate::works::{BINDING_FINALIZER, BindingKind, DesiredWork, WORK_FINALIZER};
 
-/// Execution namespaces, shared by the Works in them.
+/// Namespace names: execution namespaces, shared by the Works in them, and template
+/// namespaces, shared by the bindings of their templates.
 static NAMESPACES: Interner<str> = Interner::new();
-/// Binding keys, shared by the Works of one binding.
-static BINDINGS: Interner<BindingKey> = Interner::new();
+/// Cluster names, shared by the bindings targeting them.
+static CLUSTERS: Interner<str> = Interner::new();
 /// The codec of the workloads' statuses.
 static STATUSES: Codec = Codec::new();
 
@@ -136,7 +138,7 @@ impl From<&ResourceHealth> for Health {
 impl From<Work> for CachedWork {
     fn from(work: Work) -> Self {
         let not_applied = work_applied(&work).err();
-        let binding = binding_of_work(&work).map(|key| BINDINGS.intern_value(key));
+        let binding = binding_of_work(&work).map(BindingKey::shared);
         let Work {
             metadata,
             spec,
@@ -393,18 +395,20 @@ impl CachedWork {
 /// change the binding controller must see ([`Self::signature`]) and those the resync cannot
 /// leave alone ([`Self::settled`]); and it tells whether a Work's binding still exists (uid). A
 /// binding is reconciled from a fresh read (`dispatch::get_binding`), never from the cache, so
-/// everything else (status, placement, metadata) is left out: about 160 bytes and a few strings
-/// instead of the 1.4 KiB a `ResourceBinding` takes inline.
+/// everything else (status, placement, metadata) is left out: about 100 bytes, the uid and a list
+/// of shared cluster names instead of the 1.4 KiB a `ResourceBinding` takes inline. Its key, its
+/// cluster names and its template's namespace are shared copies ([`BindingKey::shared`],
+/// [`flotilla_runtime::intern`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
-    /// Kind, namespace and name.
-    pub key: BindingKey,
+    /// Kind, namespace and name ([`BindingKey::shared`]).
+    pub key: Arc<BindingKey>,
     /// `metadata.uid` (whether a Work is an orphan).
     uid: Option<Box<str>>,
-    /// `spec.clusters[].name`.
-    clusters: Box<[Box<str>]>,
-    /// `spec.resource.namespace`.
-    resource_namespace: Option<Box<str>>,
+    /// `spec.clusters[].name`, shared with the other bindings targeting them.
+    clusters: Box<[Arc<str>]>,
+    /// `spec.resource.namespace`, shared with the other bindings of the namespace.
+    resource_namespace: Option<Arc<str>>,
     /// A hash of everything of the binding its reconcile reads, except the status execution
     /// writes ([`Self::signature`]).
     signature: u64,
@@ -431,14 +435,15 @@ impl CachedBinding {
             signature: binding_signature(&metadata, status),
             dispatched: dispatched(&metadata, spec, status),
             uid: metadata.uid.as_deref().map(Box::from),
-            clusters: spec.cluster_names().map(Box::from).collect(),
-            resource_namespace: spec.resource.namespace.as_deref().map(Box::from),
+            clusters: spec.cluster_names().map(|c| CLUSTERS.intern(c)).collect(),
+            resource_namespace: spec.resource.namespace.as_deref().map(|n| NAMESPACES.intern(n)),
             detector_managed: metadata.annotations.as_ref().is_some_and(detector_managed),
             key: BindingKey {
                 kind,
                 namespace: metadata.namespace.unwrap_or_default(),
                 name: metadata.name.unwrap_or_default(),
-            },
+            }
+            .shared(),
         }
     }
 
@@ -693,6 +698,9 @@ mod tests {
         ));
         assert!(Arc::ptr_eq(&first.namespace, &again.namespace));
         assert_eq!(second.namespace(), "karmada-es-member2");
+        // The binding's own cached record holds that key too.
+        let binding = binding("uid-1");
+        assert!(Arc::ptr_eq(first.binding.as_ref().unwrap(), &binding.key));
         // A Work without labels or annotations has none of either.
         let mut bare = stored(&desired());
         bare.metadata.labels = None;
@@ -922,13 +930,22 @@ mod tests {
         binding.status = Some(ResourceBindingStatus::default());
         let cached = CachedBinding::from(binding.clone());
         assert_eq!(
-            cached.key,
+            *cached.key,
             BindingKey {
                 kind: BindingKind::ResourceBinding,
                 namespace: "default".into(),
                 name: "nginx-deployment".into(),
             }
         );
+        // The key, the cluster names and the template namespace are the shared copies: the
+        // binding's next version, its Works and the binding queue hold the same ones.
+        let again = CachedBinding::from(binding.clone());
+        assert!(Arc::ptr_eq(&cached.key, &again.key));
+        assert!(Arc::ptr_eq(&cached.clusters[0], &again.clusters[0]));
+        assert!(Arc::ptr_eq(
+            cached.resource_namespace.as_ref().unwrap(),
+            again.resource_namespace.as_ref().unwrap()
+        ));
         assert!(cached.targets("member1") && cached.targets("member2"));
         assert!(!cached.targets("member3") && !cached.targets("member"));
         assert!(cached.of_namespace("default") && !cached.of_namespace("other"));

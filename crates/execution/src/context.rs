@@ -9,6 +9,7 @@ use std::time::Duration;
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::{Cluster, ClusterTaintPolicy};
 use flotilla_runtime::events::Recorder;
+use flotilla_runtime::intern::Interner;
 use flotilla_runtime::queue::WorkQueue;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::Client;
@@ -60,6 +61,18 @@ pub struct BindingKey {
     pub namespace: String,
     /// Name.
     pub name: String,
+}
+
+/// Binding keys, one shared copy of each (ADR 0019).
+static BINDING_KEYS: Interner<BindingKey> = Interner::new();
+
+impl BindingKey {
+    /// The one shared copy of this key: the binding's cached record, its cached Works' records
+    /// and the binding queue hold it, not copies of their own (a queued key costs a pointer,
+    /// not two strings).
+    pub fn shared(self) -> Arc<BindingKey> {
+        BINDING_KEYS.intern_value(self)
+    }
 }
 
 impl std::fmt::Display for BindingKey {
@@ -121,7 +134,7 @@ pub struct Context {
     /// Watch caches.
     pub stores: Stores,
     /// Bindings to reconcile.
-    pub binding_queue: WorkQueue<BindingKey>,
+    pub binding_queue: WorkQueue<Arc<BindingKey>>,
     /// Control-plane namespaces to propagate.
     pub namespace_queue: WorkQueue<String>,
     /// ClusterTaintPolicies whose `Valid` condition to check.

@@ -354,7 +354,8 @@ async fn reconcile_locked(
     if wrote_works {
         // The Works' events requeue the binding; this makes sure of it even if a write turned
         // out to change nothing (no event).
-        ctx.binding_queue.add_after(key.clone(), WORK_REPORTS_COALESCE);
+        ctx.binding_queue
+            .add_after(key.clone().shared(), WORK_REPORTS_COALESCE);
     } else {
         write_status(
             ctx,

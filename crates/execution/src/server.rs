@@ -77,7 +77,7 @@ impl Execution for ExecutionService {
         &self,
         request: Request<DispatchRequest>,
     ) -> Result<Response<DispatchResponse>, Status> {
-        let key = binding_key(request.get_ref())?;
+        let key = binding_key(request.get_ref())?.shared();
         let Ok(_permit) = self.in_progress.try_acquire() else {
             tracing::debug!(binding = %key, "Dispatch calls at their limit; the binding is queued");
             crate::metrics::metrics().dispatch_queued();

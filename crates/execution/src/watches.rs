@@ -125,7 +125,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             let Some(cluster) = cluster_of_execution_namespace(work.namespace()) else {
                 return;
             };
-            if let Some(key) = work.binding.as_deref().cloned() {
+            if let Some(key) = work.binding.clone() {
                 if deleted {
                     ctx.binding_queue.add(key);
                 } else {
