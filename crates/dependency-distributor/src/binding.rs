@@ -300,7 +300,9 @@ pub struct StoredView(Packed);
 static VIEWS: Codec = Codec::new();
 
 /// The view is packed whole, name included: the cache keeps a key beside it.
-impl flotilla_runtime::cache::Keyed for StoredView {}
+impl flotilla_runtime::cache::Keyed for StoredView {
+    type Key = flotilla_runtime::cache::Beside;
+}
 
 impl StoredView {
     /// `view`, packed.

@@ -215,7 +215,9 @@ struct StoredAnnotationsMeta {
 }
 
 /// The binding's name is in the packed body only: the cache keeps a key beside it.
-impl flotilla_runtime::cache::Keyed for CachedBinding {}
+impl flotilla_runtime::cache::Keyed for CachedBinding {
+    type Key = flotilla_runtime::cache::Beside;
+}
 
 impl CachedBinding {
     /// The cached form of a ResourceBinding.

@@ -70,6 +70,8 @@ pub struct CachedTemplate {
 }
 
 impl flotilla_runtime::cache::Keyed for CachedTemplate {
+    type Key = flotilla_runtime::cache::InValue;
+
     fn object_key(&self) -> Option<(&str, &str)> {
         Some((self.namespace.as_deref().unwrap_or_default(), &self.name))
     }

@@ -221,6 +221,8 @@ fn length(n: usize) -> u32 {
 }
 
 impl flotilla_runtime::cache::Keyed for CachedWork {
+    type Key = flotilla_runtime::cache::InValue;
+
     fn object_key(&self) -> Option<(&str, &str)> {
         Some((&self.namespace, &self.name))
     }
@@ -419,6 +421,8 @@ pub struct CachedBinding {
 }
 
 impl flotilla_runtime::cache::Keyed for CachedBinding {
+    type Key = flotilla_runtime::cache::InValue;
+
     fn object_key(&self) -> Option<(&str, &str)> {
         Some((&self.key.namespace, &self.key.name))
     }

@@ -7,8 +7,10 @@
 //! the inline `ObjectMeta` alone are about 1 KiB per object before any field is read. A
 //! [`Cache`] keeps, per object, a 64-bit hash of the uid and an `Arc` of the converted value;
 //! what the value holds is the caller's choice. A value that holds its object's namespace and
-//! name says so ([`Keyed`]) and is found by them; for any other value the cache keeps a
-//! `"namespace/name"` key beside it (at 100,000 objects that key is ~6 MiB of allocations).
+//! name says so ([`Keyed`], with [`InValue`]) and is found by them, and its table slot is the
+//! hash and the `Arc` alone (16 bytes); for any other value ([`Beside`]) the cache keeps a
+//! `"namespace/name"` key beside it (at 100,000 objects that key is ~6 MiB of allocations, and
+//! its slot 32 bytes).
 //!
 //! [`run`] keeps a cache in sync with the same rules as [`crate::watch::run`]: a failed watch is
 //! retried with backoff and logged once per episode; a handler never hears of an object before
@@ -62,18 +64,72 @@ impl<'a, V> Update<'a, V> {
 /// A cached value that may hold the namespace and name of its object; a [`Cache`] then keeps
 /// no key of its own for it.
 pub trait Keyed {
+    /// Where the cache keeps what finds the value: [`Beside`] it, or [`InValue`] (the value
+    /// always holds its object's namespace and name: its table slot is then half the size).
+    type Key: KeySlot;
+
     /// The object's namespace (`""` when cluster-scoped) and name, if the value holds them.
-    /// The default, `None`, makes the cache keep a key beside the value. A value answering with
-    /// anything but its object's namespace and name gets a key kept too (the cache compares),
-    /// so a wrong answer costs memory, never a wrong lookup.
+    /// The default, `None`, makes a [`Beside`] cache keep a key beside the value. A value
+    /// answering with anything but its object's namespace and name gets a key kept too (the
+    /// cache compares), so a wrong answer costs memory, never a wrong lookup. An [`InValue`]
+    /// value must always answer with them.
     fn object_key(&self) -> Option<(&str, &str)> {
         None
     }
 }
 
-struct Entry<V> {
-    /// `"namespace/name"` (`"name"` when cluster-scoped) when the value does not hold them.
-    key: Option<Box<str>>,
+/// What a cache keeps beside a value to find it ([`Keyed::Key`]).
+pub trait KeySlot: Send + Sync + 'static {
+    /// The slot of an object whose [`stored_key`] is `key`; `held` tells whether its value's
+    /// [`Keyed::object_key`] answers with that key.
+    fn keep(key: Box<str>, held: bool) -> Self;
+
+    /// The key kept, if any (`None`: the value holds it).
+    fn get(&self) -> Option<&str>;
+}
+
+/// The object's `"namespace/name"` (`"name"` when cluster-scoped), kept beside a value that does
+/// not hold them (or does not answer with them).
+#[derive(Debug)]
+pub struct Beside(Option<Box<str>>);
+
+impl KeySlot for Beside {
+    fn keep(key: Box<str>, held: bool) -> Self {
+        Self((!held).then_some(key))
+    }
+
+    fn get(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+/// Nothing kept: the value holds its object's namespace and name, always (its
+/// [`Keyed::object_key`] is built from the object's metadata).
+#[derive(Debug)]
+pub struct InValue;
+
+impl KeySlot for InValue {
+    fn keep(key: Box<str>, held: bool) -> Self {
+        if !held {
+            // A bug in the value's conversion: it is stored under what it answers, and found
+            // by that.
+            tracing::error!(
+                object = %key,
+                "a cached value does not hold its object's namespace and name; it is found by what it holds instead"
+            );
+            debug_assert!(held, "the cached value of {key} holds another key");
+        }
+        Self
+    }
+
+    fn get(&self) -> Option<&str> {
+        None
+    }
+}
+
+struct Entry<V: Keyed> {
+    /// What finds the value besides the value itself.
+    key: V::Key,
     uid: u64,
     value: Arc<V>,
 }
@@ -81,7 +137,7 @@ struct Entry<V> {
 impl<V: Keyed> Entry<V> {
     /// The object's namespace (`""` when cluster-scoped) and name.
     fn key(&self) -> (&str, &str) {
-        match &self.key {
+        match self.key.get() {
             Some(key) => split_key(key),
             None => self.value.object_key().unwrap_or_default(),
         }
@@ -90,7 +146,7 @@ impl<V: Keyed> Entry<V> {
 
 /// The objects of a cache by namespace and name. The hasher travels with the table: a completed
 /// list replaces the cache's table, hasher and all.
-struct Entries<V> {
+struct Entries<V: Keyed> {
     table: HashTable<Entry<V>>,
     hasher: RandomState,
 }
@@ -141,17 +197,17 @@ impl<V: Keyed> Entries<V> {
     }
 }
 
-struct Shared<V> {
+struct Shared<V: Keyed> {
     entries: RwLock<Entries<V>>,
     ready: tokio::sync::watch::Sender<bool>,
 }
 
 /// The reading half of a compact watch cache (cheap to clone; every clone reads the same cache).
-pub struct Cache<V> {
+pub struct Cache<V: Keyed> {
     shared: Arc<Shared<V>>,
 }
 
-impl<V> Clone for Cache<V> {
+impl<V: Keyed> Clone for Cache<V> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -160,7 +216,7 @@ impl<V> Clone for Cache<V> {
 }
 
 /// The writing half of a [`Cache`], consumed by [`run`].
-pub struct CacheWriter<V> {
+pub struct CacheWriter<V: Keyed> {
     shared: Arc<Shared<V>>,
     /// While a list runs: the objects listed so far.
     listing: Option<Entries<V>>,
@@ -227,7 +283,7 @@ impl<V: Keyed> Cache<V> {
     }
 }
 
-impl<V> Shared<V> {
+impl<V: Keyed> Shared<V> {
     // A panicking writer leaves the map consistent (each write is one insert, removal or swap),
     // so a poisoned lock is used as it is.
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<V>> {
@@ -302,8 +358,12 @@ impl<V: Keyed> CacheWriter<V> {
                 meta.name.as_deref().unwrap_or_default(),
             );
             let value = Arc::new(convert(object));
-            let key = (value.object_key() != Some(split_key(&key))).then_some(key);
-            Entry { key, uid, value }
+            let held = value.object_key() == Some(split_key(&key));
+            Entry {
+                key: V::Key::keep(key, held),
+                uid,
+                value,
+            }
         };
         match event {
             Event::Apply(object) => {
@@ -421,6 +481,8 @@ mod tests {
     struct Value(String, String, Holds);
 
     impl Keyed for Value {
+        type Key = Beside;
+
         fn object_key(&self) -> Option<(&str, &str)> {
             match self.2 {
                 Holds::Nothing => None,
@@ -430,7 +492,9 @@ mod tests {
         }
     }
 
-    impl Keyed for String {}
+    impl Keyed for String {
+        type Key = Beside;
+    }
 
     fn map(name: &str, uid: &str, v: &str) -> ConfigMap {
         ConfigMap {
@@ -612,7 +676,7 @@ mod tests {
             let entries = cache.read();
             let entry = entries.table.iter().next().unwrap();
             assert_eq!(
-                entry.key.is_none(),
+                entry.key.get().is_none(),
                 HOLDS.get() == Holds::Key,
                 "{:?}",
                 HOLDS.get()
@@ -625,6 +689,8 @@ mod tests {
     struct Named(String);
 
     impl Keyed for Named {
+        type Key = InValue;
+
         fn object_key(&self) -> Option<(&str, &str)> {
             Some(("", &self.0))
         }
@@ -659,7 +725,10 @@ mod tests {
         for event in [Event::Init, Event::InitApply(namespace.clone()), Event::InitDone] {
             writer.apply(event, &mut convert, &mut |_| {});
         }
-        assert!(named.read().table.iter().all(|entry| entry.key.is_none()));
+        assert!(named.read().table.iter().all(|entry| entry.key.get().is_none()));
+        // A value that holds its key takes half the table slot of one that does not.
+        assert_eq!(std::mem::size_of::<Entry<Named>>(), 16);
+        assert_eq!(std::mem::size_of::<Entry<String>>(), 32);
         assert_eq!(
             named.get(None, "team").map(|n| n.0.clone()).as_deref(),
             Some("team")

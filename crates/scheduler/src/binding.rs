@@ -271,6 +271,8 @@ struct Stored {
 }
 
 impl flotilla_runtime::cache::Keyed for StoredBinding {
+    type Key = flotilla_runtime::cache::InValue;
+
     fn object_key(&self) -> Option<(&str, &str)> {
         Some((self.namespace.as_deref().unwrap_or_default(), &self.name))
     }
