@@ -26,12 +26,12 @@
 //! and the binding key (one per binding, five Works each with five members, the same copy the
 //! cached binding and the binding queue hold: [`BindingKey::shared`]) are interned
 //! ([`flotilla_runtime::intern`]); the workload's status is a packed record
-//! ([`flotilla_runtime::packed`]); the name is shared with the cluster's work queue while the
-//! Work waits there. Everything else of variable length (the manifest digests, the label and
-//! annotation hashes, the packed status, the reason it is not applied, a propagated namespace)
-//! is one allocation beside the record, and the record's fixed part is lengths and flags: two
-//! allocations and the name per Work, about 230 bytes with glibc's headers, where a record with
-//! a field per part took four allocations and about 300.
+//! ([`flotilla_runtime::packed`]). Everything of variable length (the manifest digests, the
+//! label and annotation hashes, the name, the packed status, the reason it is not applied, a
+//! propagated namespace) is one allocation beside the record, whose fixed part is lengths and
+//! flags: two allocations per Work, about 200 bytes with glibc's headers (128 the record, the
+//! rest the tail), where a record with a field per part took up to five allocations and about
+//! 320. A cluster's work queue holds a copy of a Work's name while the Work waits there.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -63,18 +63,16 @@ static CLUSTERS: Interner<str> = Interner::new();
 /// The codec of the workloads' statuses.
 static STATUSES: Codec = Codec::new();
 
-/// A Work as execution's watch cache keeps it (see the module docs): two allocations besides
-/// its name, this record and its [`CachedWork::tail`].
+/// A Work as execution's watch cache keeps it (see the module docs): two allocations, this
+/// record and its [`CachedWork::tail`].
 #[derive(Clone, Debug)]
 pub struct CachedWork {
     /// `metadata.namespace` (an execution namespace).
     namespace: Arc<str>,
-    /// `metadata.name`, shared with the cluster's work queue while the Work waits in it.
-    name: Arc<str>,
     /// The binding the Work belongs to ([`binding_of_work`]).
     pub binding: Option<Arc<BindingKey>>,
-    /// `metadata.generation`.
-    pub generation: Option<i64>,
+    /// `metadata.generation`; [`NO_GENERATION`] when unset ([`CachedWork::generation`]).
+    generation: i64,
     /// A hash of `metadata.finalizers` (a change of any finalizer needs the cluster's worker).
     finalizers: u64,
     /// [`records_hash`] of the override records.
@@ -83,6 +81,7 @@ pub struct CachedWork {
     /// - `manifests` [`manifest_digest`]s, one per manifest in order, then `labels` [`pair_hash`]es
     ///   of the labels, sorted, then `annotations` of the annotations, sorted: 8 bytes each,
     ///   native byte order ([`CachedWork::hash`]);
+    /// - `name` bytes: `metadata.name`;
     /// - `status` bytes: the first manifest's status in its member, a packed record;
     /// - `not_applied` bytes: why the member objects do not hold the current manifests, if
     ///   they do not ([`work_applied`]);
@@ -95,6 +94,8 @@ pub struct CachedWork {
     labels: u32,
     /// How many annotation hashes follow those.
     annotations: u32,
+    /// The bytes of the name.
+    name: u32,
     /// The bytes of the packed status (0: none reported).
     status: u32,
     /// The bytes of the not-applied message (meaningful when `applied` is false).
@@ -171,8 +172,10 @@ impl From<Work> for CachedWork {
         let label_count = metadata.labels.as_ref().map_or(0, BTreeMap::len);
         let annotation_count = metadata.annotations.as_ref().map_or(0, BTreeMap::len);
 
+        let name = metadata.name.as_deref().unwrap_or_default();
         let mut tail = Vec::with_capacity(
             8 * (manifests.len() + label_count + annotation_count)
+                + name.len()
                 + packed_status.len()
                 + message.len()
                 + propagated_namespace.map_or(0, String::len),
@@ -183,14 +186,14 @@ impl From<Work> for CachedWork {
             pairs.sort_unstable();
             tail.extend(pairs.iter().flat_map(|hash| hash.to_ne_bytes()));
         }
+        tail.extend_from_slice(name.as_bytes());
         tail.extend_from_slice(packed_status);
         tail.extend_from_slice(message.as_bytes());
         tail.extend_from_slice(propagated_namespace.map_or(&[][..], |n| n.as_bytes()));
         Self {
             namespace: NAMESPACES.intern(metadata.namespace.as_deref().unwrap_or_default()),
-            name: metadata.name.as_deref().unwrap_or_default().into(),
             binding,
-            generation: metadata.generation,
+            generation: metadata.generation.unwrap_or(NO_GENERATION),
             finalizers: {
                 let mut hasher = DefaultHasher::new();
                 finalizers.hash(&mut hasher);
@@ -201,6 +204,7 @@ impl From<Work> for CachedWork {
             manifests: length(manifests.len()),
             labels: length(label_count),
             annotations: length(annotation_count),
+            name: length(name.len()),
             status: length(packed_status.len()),
             not_applied: length(message.len()),
             applied: not_applied.is_none(),
@@ -214,6 +218,10 @@ impl From<Work> for CachedWork {
     }
 }
 
+/// [`CachedWork::generation`] of a Work without `metadata.generation` (the API server sets it
+/// from 1 up; a stored value is never negative).
+const NO_GENERATION: i64 = i64::MIN;
+
 /// A length of what a cached Work holds, as stored. A Work is at most a few MiB (the API
 /// server's request limit), so every length fits.
 fn length(n: usize) -> u32 {
@@ -224,7 +232,7 @@ impl flotilla_runtime::cache::Keyed for CachedWork {
     type Key = flotilla_runtime::cache::InValue;
 
     fn object_key(&self) -> Option<(&str, &str)> {
-        Some((&self.namespace, &self.name))
+        Some((&self.namespace, self.name()))
     }
 }
 
@@ -236,18 +244,23 @@ impl CachedWork {
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.name
+        self.text(self.name_range())
     }
 
-    /// `metadata.name`, shared (a work queue key costs no copy of it).
+    /// `metadata.name` as a work queue key (a copy the queue holds while the Work waits).
     pub fn shared_name(&self) -> Arc<str> {
-        Arc::clone(&self.name)
+        Arc::from(self.name())
+    }
+
+    /// `metadata.generation`.
+    pub fn generation(&self) -> Option<i64> {
+        (self.generation != NO_GENERATION).then_some(self.generation)
     }
 
     /// What of the Work, when it changes, needs its cluster's worker: generation, whether it is
     /// being deleted, finalizers. Status-only changes (the worker's own writes) do not move it.
     pub fn worker_signature(&self) -> (Option<i64>, bool, u64) {
-        (self.generation, self.deleting, self.finalizers)
+        (self.generation(), self.deleting, self.finalizers)
     }
 
     /// Whether the member objects hold the current manifests: `Ok`, or why not
@@ -326,9 +339,15 @@ impl CachedWork {
         self.holds_hash(start..self.hash_count(), pair_hash(key, value))
     }
 
+    /// Where the name lies in the tail.
+    fn name_range(&self) -> std::ops::Range<usize> {
+        let start = 8 * self.hash_count();
+        start..start + self.name as usize
+    }
+
     /// Where the packed status lies in the tail.
     fn status_range(&self) -> std::ops::Range<usize> {
-        let start = 8 * self.hash_count();
+        let start = self.name_range().end;
         start..start + self.status as usize
     }
 
@@ -656,7 +675,7 @@ mod tests {
         let cached = CachedWork::from(work.clone());
         assert_eq!(cached.name(), "a-deployment-1234");
         assert_eq!(cached.namespace(), "karmada-es-member1");
-        assert_eq!(cached.generation, Some(1));
+        assert_eq!(cached.generation(), Some(1));
         assert!(!cached.deleting);
         assert!(cached.finalized);
         assert_eq!(
@@ -844,14 +863,27 @@ mod tests {
         for (key, value) in &want.annotations {
             assert!(cached.has_annotation(key, value), "annotation {key}");
         }
+        assert_eq!(cached.name(), "a-deployment-1234");
+        assert_eq!(
+            flotilla_runtime::cache::Keyed::object_key(&cached),
+            Some(("karmada-es-member1", "a-deployment-1234"))
+        );
         // The watch cache holds one record per Work (ADR 0019): with the Arc's two counts it
-        // fits a 144-byte glibc chunk (the record with every part of its own took 192 and
-        // three more allocations).
+        // fits a 128-byte glibc chunk (the record with every part of its own took 192 and up
+        // to four more allocations).
         assert!(
-            std::mem::size_of::<CachedWork>() <= 120,
+            std::mem::size_of::<CachedWork>() <= 104,
             "{}",
             std::mem::size_of::<CachedWork>()
         );
+
+        // No generation reads back as none, and differs from every generation.
+        let mut ungenerated = stored(&desired());
+        ungenerated.metadata.generation = None;
+        let ungenerated = CachedWork::from(ungenerated);
+        assert_eq!(ungenerated.generation(), None);
+        assert_ne!(ungenerated.worker_signature(), cached.worker_signature());
+        assert_eq!(ungenerated.name(), "a-deployment-1234");
     }
 
     #[test]
