@@ -80,8 +80,8 @@ pub trait Keyed {
 
 /// What a cache keeps beside a value to find it ([`Keyed::Key`]).
 pub trait KeySlot: Send + Sync + 'static {
-    /// The slot of an object whose [`stored_key`] is `key`; `held` tells whether its value's
-    /// [`Keyed::object_key`] answers with that key.
+    /// The slot of an object whose key is `key` (`"namespace/name"`, or `"name"` when
+    /// cluster-scoped); `held` tells whether its value's [`Keyed::object_key`] answers with it.
     fn keep(key: Box<str>, held: bool) -> Self;
 
     /// The key kept, if any (`None`: the value holds it).
@@ -696,6 +696,15 @@ mod tests {
         }
     }
 
+    /// An [`InValue`] value that does not answer with its object's key is a conversion bug,
+    /// caught in debug builds (release builds log it).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the cached value of ns/a holds another key")]
+    fn a_value_that_must_hold_its_key_and_does_not_is_a_bug() {
+        let _ = InValue::keep("ns/a".into(), false);
+    }
+
     #[test]
     fn cluster_scoped_objects_are_keyed_by_name() {
         let (cache, mut writer) = Cache::<String>::new();
@@ -726,6 +735,8 @@ mod tests {
             writer.apply(event, &mut convert, &mut |_| {});
         }
         assert!(named.read().table.iter().all(|entry| entry.key.get().is_none()));
+        assert!(Beside::keep("team".into(), true).get().is_none());
+        assert_eq!(Beside::keep("team".into(), false).get(), Some("team"));
         // A value that holds its key takes half the table slot of one that does not.
         assert_eq!(std::mem::size_of::<Entry<Named>>(), 16);
         assert_eq!(std::mem::size_of::<Entry<String>>(), 32);
