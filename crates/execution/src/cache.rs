@@ -180,12 +180,16 @@ impl From<Work> for CachedWork {
                 + message.len()
                 + propagated_namespace.map_or(0, String::len),
         );
-        tail.extend(manifests.iter().flat_map(|m| manifest_digest(m).to_ne_bytes()));
+        // One vector for all the hashes (each part sorted in place for
+        // [`CachedWork::holds_hash`]), written into the tail as bytes.
+        let mut hashes = Vec::with_capacity(manifests.len() + label_count + annotation_count);
+        hashes.extend(manifests.iter().map(manifest_digest));
         for map in [&metadata.labels, &metadata.annotations] {
-            let mut pairs: Vec<u64> = map.iter().flatten().map(|(k, v)| pair_hash(k, v)).collect();
-            pairs.sort_unstable();
-            tail.extend(pairs.iter().flat_map(|hash| hash.to_ne_bytes()));
+            let start = hashes.len();
+            hashes.extend(map.iter().flatten().map(|(k, v)| pair_hash(k, v)));
+            hashes[start..].sort_unstable();
         }
+        tail.extend(hashes.iter().flat_map(|hash| hash.to_ne_bytes()));
         tail.extend_from_slice(name.as_bytes());
         tail.extend_from_slice(packed_status);
         tail.extend_from_slice(message.as_bytes());
@@ -247,8 +251,9 @@ impl CachedWork {
         self.text(self.name_range())
     }
 
-    /// `metadata.name` as a work queue key (a copy the queue holds while the Work waits).
-    pub fn shared_name(&self) -> Arc<str> {
+    /// `metadata.name` as a cluster's work queue key: a copy the queue holds while the Work
+    /// waits (the record keeps its name in its tail).
+    pub fn queue_name(&self) -> Arc<str> {
         Arc::from(self.name())
     }
 

@@ -570,7 +570,7 @@ pub fn enqueue_cluster_works(ctx: &Context, member: &Member) {
         .iter()
         .filter(|w| w.namespace() == namespace)
     {
-        member.queue.add(work.shared_name());
+        member.queue.add(work.queue_name());
     }
 }
 

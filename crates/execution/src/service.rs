@@ -373,7 +373,7 @@ fn queue_everything(ctx: &Arc<Context>, sweep: Sweep) -> Resynced {
             continue;
         }
         if let Some(cluster) = cluster_of_execution_namespace(work.namespace()) {
-            Members::ensure(ctx, cluster).queue.add(work.shared_name());
+            Members::ensure(ctx, cluster).queue.add(work.queue_name());
             pass.works.queued += 1;
         }
     }

@@ -140,7 +140,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             }
             // A status-only change (the worker's own report) does not need the worker again.
             if !deleted && old.map(CachedWork::worker_signature) != Some(work.worker_signature()) {
-                Members::ensure(ctx, cluster).queue.add(work.shared_name());
+                Members::ensure(ctx, cluster).queue.add(work.queue_name());
             }
         };
         spawn_cache(
