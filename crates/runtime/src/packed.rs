@@ -1,45 +1,67 @@
 //! Records a watch cache keeps for every object but reads only now and then, packed small: the
-//! record's JSON, compressed with LZ4 against a dictionary learned from the first records of the
+//! record's JSON, compressed with LZ4 against a dictionary learned from earlier records of the
 //! same [`Codec`] (ADR 0019).
 //!
 //! The objects of one kind look alike: a binding's JSON repeats its policy's placement, the same
 //! keys, annotation names, cluster names and condition reasons as every other binding of the
 //! installation. Compressed alone, a 1.5 KiB binding shrinks by about half (LZ4 finds little to
-//! repeat inside one record); compressed against a few kilobytes of earlier bindings it shrinks
+//! repeat inside one record); compressed against a few kilobytes of bindings like it, it shrinks
 //! to about an eighth, mostly the bytes that really differ (names, uids, versions, times).
 //!
-//! A [`Codec`] is one kind of record (one per cache type, a `static`). Its dictionary is the
-//! first [`DICTIONARY_BYTES`] of JSON it packs, taken once and never changed: every record
-//! packed with it must be read with the same bytes. Records packed before the dictionary was
-//! complete are compressed without one and say so in their first byte, so they read back the
-//! same way for as long as they live.
+//! A [`Codec`] is one kind of record (one per cache type, a `static`). Its first dictionary is
+//! the first [`DICTIONARY_BYTES`] of JSON it packs. Those first records can be unlike the ones a
+//! cache keeps for long: after a cold start with many new objects they are the objects as they
+//! were created (a binding not scheduled yet, no conditions), and the same objects settled
+//! compress against them to twice the size they would against settled ones. So the codec learns
+//! again, from the records it packs then, each time the number of records it has packed doubles
+//! after [`FIRST_RELEARN`], up to [`MAX_DICTIONARIES`] dictionaries in its life. A record says in
+//! its first byte which dictionary it was packed with (none: 0), and every dictionary is kept for
+//! as long as the process lives, so each record reads back the same way for as long as it lives:
+//! at most [`MAX_DICTIONARIES`] x [`DICTIONARY_BYTES`] per codec (13 dictionaries, 104 KiB, after a
+//! million records).
 //!
 //! Packing costs a JSON write and an LZ4 compression (the dictionary's hash table is rebuilt per
 //! record: a few microseconds for [`DICTIONARY_BYTES`]); reading costs a decompression and a JSON
 //! read. That suits what is read when an object is acted on, not on every event or timer tick:
 //! keep those fields typed beside the [`Packed`] record.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// How much JSON a [`Codec`] learns its dictionary from: a few records of a typical kind
+/// How much JSON a [`Codec`] learns a dictionary from: a few records of a typical kind
 /// (bindings are 1-2 KiB). More costs every packing a longer table set-up for little gain.
 pub const DICTIONARY_BYTES: usize = 8 * 1024;
 
-/// The first byte of a record compressed without a dictionary.
-const WITHOUT_DICTIONARY: u8 = 0;
-/// The first byte of a record compressed against its codec's dictionary.
-const WITH_DICTIONARY: u8 = 1;
+/// The number of records a [`Codec`] packs before it learns its second dictionary; it learns
+/// the next each time that number doubles.
+pub const FIRST_RELEARN: u64 = 256;
 
-/// One kind of packed record and the dictionary its records share (see the module docs).
+/// The most dictionaries a [`Codec`] learns in its life (the last one is kept from then on).
+pub const MAX_DICTIONARIES: usize = 24;
+
+/// The first byte of a record compressed without a dictionary; dictionary `n` (from 1) is tag `n`.
+const WITHOUT_DICTIONARY: u8 = 0;
+
+/// One kind of packed record and the dictionaries its records share (see the module docs).
 #[derive(Debug)]
 pub struct Codec {
-    /// The JSON packed so far, until it is [`DICTIONARY_BYTES`] long.
+    /// Records packed so far.
+    packed: AtomicU64,
+    /// How many dictionaries are learned: the newest is `dictionaries[learned - 1]`.
+    learned: AtomicUsize,
+    /// The count of [`Codec::packed`] records from which the next dictionary is learned.
+    learn_from: AtomicU64,
+    /// The JSON the next dictionary is learned from, until it is [`DICTIONARY_BYTES`] long.
     learning: Mutex<Vec<u8>>,
-    /// The dictionary, once learned; never changes after.
-    dictionary: OnceLock<Box<[u8]>>,
+    /// The dictionaries, in the order they were learned; never change once set.
+    dictionaries: [OnceLock<Box<[u8]>>; MAX_DICTIONARIES],
+    /// When the second dictionary is learned ([`FIRST_RELEARN`]; smaller in tests).
+    first_relearn: u64,
+    /// How many dictionaries are learned at most ([`MAX_DICTIONARIES`]; fewer in tests).
+    max_dictionaries: usize,
 }
 
 /// A packed record: one allocation of the compressed JSON, a tag byte and the JSON's length.
@@ -79,9 +101,21 @@ impl Default for Codec {
 impl Codec {
     /// A codec with no dictionary yet (usable as a `static`).
     pub const fn new() -> Self {
+        Self::with_schedule(FIRST_RELEARN, MAX_DICTIONARIES)
+    }
+
+    /// A codec that learns its second dictionary after `first_relearn` records and learns
+    /// `max_dictionaries` at most (at most [`MAX_DICTIONARIES`]).
+    const fn with_schedule(first_relearn: u64, max_dictionaries: usize) -> Self {
+        assert!(max_dictionaries >= 1 && max_dictionaries <= MAX_DICTIONARIES);
         Self {
+            packed: AtomicU64::new(0),
+            learned: AtomicUsize::new(0),
+            learn_from: AtomicU64::new(0),
             learning: Mutex::new(Vec::new()),
-            dictionary: OnceLock::new(),
+            dictionaries: [const { OnceLock::new() }; MAX_DICTIONARIES],
+            first_relearn,
+            max_dictionaries,
         }
     }
 
@@ -93,22 +127,20 @@ impl Codec {
     /// records are API types and the caches' own structs, which always can.
     pub fn pack<T: Serialize + ?Sized>(&self, value: &T) -> Packed {
         let json = serde_json::to_vec(value).expect("a cache record serializes as JSON");
-        let dictionary = match self.dictionary() {
-            Some(dictionary) => Some(dictionary),
-            None => self.learn(&json),
-        };
-        let (tag, dictionary) = match dictionary {
-            Some(dictionary) => (WITH_DICTIONARY, dictionary),
-            None => (WITHOUT_DICTIONARY, &[][..]),
+        let count = self.packed.fetch_add(1, Ordering::Relaxed) + 1;
+        let learned = self.learned.load(Ordering::Acquire);
+        let tag = if learned > 0 && count < self.learn_from.load(Ordering::Relaxed) {
+            learned
+        } else {
+            self.learn(&json, count)
         };
         let length = u32::try_from(json.len()).expect("a cache record is smaller than 4 GiB");
         let mut bytes = vec![0; 5 + lz4_flex::block::get_maximum_output_size(json.len())];
-        bytes[0] = tag;
+        bytes[0] = u8::try_from(tag).expect("MAX_DICTIONARIES is below 256");
         bytes[1..5].copy_from_slice(&length.to_le_bytes());
-        let written = if tag == WITH_DICTIONARY {
-            lz4_flex::block::compress_into_with_dict(&json, &mut bytes[5..], dictionary)
-        } else {
-            lz4_flex::block::compress_into(&json, &mut bytes[5..])
+        let written = match self.dictionary_of(bytes[0]) {
+            Some(dictionary) => lz4_flex::block::compress_into_with_dict(&json, &mut bytes[5..], dictionary),
+            None => lz4_flex::block::compress_into(&json, &mut bytes[5..]),
         }
         .expect("the buffer has the maximum compressed size");
         // Copied into an allocation of its own size (not shrunk in place): what a cache keeps
@@ -150,48 +182,77 @@ impl Codec {
         let (header, compressed) = bytes.split_at(5);
         let length = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
         let mut json = vec![0; length];
-        let written = match header[0] {
-            WITHOUT_DICTIONARY => lz4_flex::block::decompress_into(compressed, &mut json),
-            WITH_DICTIONARY => {
-                let dictionary = self
-                    .dictionary
-                    .get()
-                    .expect("a record packed with the dictionary is read by the codec that learned it");
-                lz4_flex::block::decompress_into_with_dict(compressed, &mut json, dictionary)
-            }
-            tag => panic!("a packed record starts with tag 0 or 1, not {tag}"),
+        let written = match self.dictionary_of(header[0]) {
+            Some(dictionary) => lz4_flex::block::decompress_into_with_dict(compressed, &mut json, dictionary),
+            None => lz4_flex::block::decompress_into(compressed, &mut json),
         }
         .expect("a packed record decompresses as it was compressed");
         json.truncate(written);
         json
     }
 
-    /// The dictionary, if it is learned (for tests and measurements).
-    pub fn dictionary(&self) -> Option<&[u8]> {
-        self.dictionary.get().map(AsRef::as_ref)
+    /// The dictionary a record's tag names (`None` for [`WITHOUT_DICTIONARY`]).
+    fn dictionary_of(&self, tag: u8) -> Option<&[u8]> {
+        if tag == WITHOUT_DICTIONARY {
+            return None;
+        }
+        let dictionary = self
+            .dictionaries
+            .get(usize::from(tag) - 1)
+            .and_then(OnceLock::get)
+            .unwrap_or_else(|| panic!("a packed record's tag {tag} names a dictionary this codec learned"));
+        Some(dictionary)
     }
 
-    /// Adds `json` to what the dictionary is learned from; returns the dictionary once it is
-    /// complete (with this record, or because another thread completed it meanwhile).
-    fn learn(&self, json: &[u8]) -> Option<&[u8]> {
+    /// The newest dictionary, if one is learned (for tests and measurements).
+    pub fn dictionary(&self) -> Option<&[u8]> {
+        let learned = self.learned.load(Ordering::Acquire);
+        self.dictionary_of(u8::try_from(learned).ok()?)
+    }
+
+    /// How many dictionaries the codec has learned so far (for tests and measurements).
+    pub fn dictionaries(&self) -> usize {
+        self.learned.load(Ordering::Acquire)
+    }
+
+    /// Adds `json`, the `count`th record packed, to what the next dictionary is learned from if
+    /// one is being learned; returns the tag to pack it with: the newest dictionary's, which is
+    /// the one this record completed if it did.
+    fn learn(&self, json: &[u8], count: u64) -> usize {
         let mut learning = self
             .learning
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(dictionary) = self.dictionary() {
-            return Some(dictionary);
+        let learned = self.learned.load(Ordering::Acquire);
+        if learned > 0 && count < self.learn_from.load(Ordering::Relaxed) {
+            // Another thread completed the dictionary meanwhile.
+            return learned;
         }
         learning.extend_from_slice(json);
         if learning.len() < DICTIONARY_BYTES {
-            return None;
+            return learned;
         }
         // LZ4 matches reach back 64 KiB at most; the dictionary is the most recent bytes.
         let dictionary: Box<[u8]> = learning[learning.len() - DICTIONARY_BYTES..].into();
         *learning = Vec::new();
-        Some(self.dictionary.get_or_init(|| dictionary).as_ref())
+        if self.dictionaries[learned].set(dictionary).is_err() {
+            unreachable!("dictionaries are set under the learning lock, each once");
+        }
+        let learned = learned + 1;
+        // Dictionary n + 1 is learned once first_relearn x 2^(n - 1) records are packed.
+        let learn_from = if learned < self.max_dictionaries {
+            // learned - 1 < MAX_DICTIONARIES: the shift cannot reach 64.
+            self.first_relearn
+                .saturating_mul(1 << (learned - 1))
+                .max(count + 1)
+        } else {
+            u64::MAX
+        };
+        self.learn_from.store(learn_from, Ordering::Relaxed);
+        self.learned.store(learned, Ordering::Release);
+        learned
     }
 }
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -234,6 +295,29 @@ mod tests {
         serde_json::to_vec(value).unwrap().len()
     }
 
+    /// `record(i)` as a binding looks when it is created: not scheduled, nothing to say.
+    fn created(i: usize) -> Record {
+        Record {
+            clusters: Vec::new(),
+            note: None,
+            ..record(i)
+        }
+    }
+
+    /// `record(i)` settled: scheduled, with what the later stages write.
+    fn settled(i: usize) -> Record {
+        let mut record = record(i);
+        record.note = Some(format!(
+            "Binding has been scheduled successfully; all works applied at generation {}",
+            i % 7
+        ));
+        record.labels.insert(
+            "resourcebinding.karmada.io/dependencies".to_owned(),
+            r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"shop"}]"#.to_owned(),
+        );
+        record
+    }
+
     #[test]
     fn records_read_back_before_and_after_the_dictionary_is_learned() {
         let codec = Codec::new();
@@ -252,7 +336,7 @@ mod tests {
             packed[0].1.0[0], WITHOUT_DICTIONARY,
             "the first record came before the dictionary"
         );
-        assert_eq!(packed[199].1.0[0], WITH_DICTIONARY);
+        assert_eq!(packed[199].1.0[0], 1, "packed with the first dictionary");
         for (value, packed) in &packed {
             assert_eq!(&codec.unpack::<Record>(packed), value);
             // The bytes kept inside a larger allocation read back the same.
@@ -265,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn the_dictionary_is_the_first_records_and_never_changes() {
+    fn the_first_dictionary_is_the_first_records_and_stays_until_the_first_relearn() {
         let codec = Codec::new();
         let mut first = Vec::new();
         let mut i = 0;
@@ -277,10 +361,78 @@ mod tests {
         let learned = codec.dictionary().unwrap().to_vec();
         assert_eq!(learned.len(), DICTIONARY_BYTES);
         assert_eq!(learned, first[first.len() - DICTIONARY_BYTES..]);
-        for j in i..i + 100 {
-            codec.pack(&record(j));
+        while (i as u64) < FIRST_RELEARN - 1 {
+            codec.pack(&record(i));
+            i += 1;
         }
         assert_eq!(codec.dictionary().unwrap(), &learned[..]);
+        assert_eq!(codec.dictionaries(), 1);
+        // From the FIRST_RELEARN-th record on, the next dictionary is learned from the records
+        // packed then.
+        let mut next = Vec::new();
+        while codec.dictionaries() == 1 {
+            next.extend(serde_json::to_vec(&settled(i)).unwrap());
+            codec.pack(&settled(i));
+            i += 1;
+        }
+        assert_eq!(
+            codec.dictionary().unwrap(),
+            &next[next.len() - DICTIONARY_BYTES..]
+        );
+        assert_eq!(
+            codec.dictionary_of(1).unwrap(),
+            &learned[..],
+            "the first dictionary is kept for the records packed with it"
+        );
+    }
+
+    #[test]
+    fn a_codec_learns_again_from_the_records_it_packs_later() {
+        // What a cache sees after a cold start: every object as it was created, then every
+        // object settled.
+        let relearning = Codec::new();
+        let first_only = Codec::with_schedule(FIRST_RELEARN, 1);
+        let mut kept = Vec::new();
+        for i in 0..2_000 {
+            for codec in [&relearning, &first_only] {
+                kept.push((created(i), codec.pack(&created(i))));
+            }
+        }
+        let mut sizes = [0, 0];
+        for i in 0..2_000 {
+            for (n, codec) in [&relearning, &first_only].into_iter().enumerate() {
+                let packed = codec.pack(&settled(i));
+                sizes[n] += packed.len();
+                kept.push((settled(i), packed));
+            }
+        }
+        // 4,000 records each: learned at the start, after 256, 512, 1,024 and 2,048.
+        assert_eq!(relearning.dictionaries(), 5);
+        assert_eq!(first_only.dictionaries(), 1);
+        assert!(
+            sizes[0] * 4 < sizes[1] * 3,
+            "settled records packed to {} bytes against settled ones, {} against created ones",
+            sizes[0],
+            sizes[1]
+        );
+        // Every record reads back, whichever dictionary it was packed with.
+        for (n, (value, packed)) in kept.iter().enumerate() {
+            let codec = [&relearning, &first_only][n % 2];
+            assert_eq!(&codec.unpack::<Record>(packed), value);
+        }
+    }
+
+    #[test]
+    fn a_codec_stops_learning_at_its_most_dictionaries() {
+        let codec = Codec::with_schedule(2, 3);
+        let packed: Vec<_> = (0..1_000)
+            .map(|i| (settled(i), codec.pack(&settled(i))))
+            .collect();
+        assert_eq!(codec.dictionaries(), 3);
+        assert_eq!(packed[999].1.0[0], 3);
+        for (value, packed) in &packed {
+            assert_eq!(&codec.unpack::<Record>(packed), value);
+        }
     }
 
     #[test]
@@ -328,15 +480,20 @@ mod tests {
     }
 
     #[test]
-    fn threads_packing_at_once_share_one_dictionary() {
-        let codec = Arc::new(Codec::new());
+    fn threads_packing_at_once_share_the_dictionaries() {
+        // Relearning often, so that threads pack while others complete dictionaries.
+        let codec = Arc::new(Codec::with_schedule(16, MAX_DICTIONARIES));
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 let codec = Arc::clone(&codec);
                 std::thread::spawn(move || {
                     (0..300)
                         .map(|i| {
-                            let value = record(t * 1000 + i);
+                            let value = if i % 2 == 0 {
+                                record(t * 1000 + i)
+                            } else {
+                                settled(i)
+                            };
                             let packed = codec.pack(&value);
                             (value, packed)
                         })
@@ -350,6 +507,8 @@ mod tests {
             }
         }
         assert_eq!(codec.dictionary().map(<[u8]>::len), Some(DICTIONARY_BYTES));
+        // 1,200 records: learned at the start, after 16, 32, ..., 1,024.
+        assert_eq!(codec.dictionaries(), 8);
     }
 
     #[test]
