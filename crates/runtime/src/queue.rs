@@ -68,6 +68,25 @@ struct State<K> {
     shut_down: bool,
 }
 
+/// The capacity (keys) up to which a queue keeps the room a burst of keys made it take.
+const KEPT_ROOM: usize = 1024;
+
+impl<K: Eq + Hash> State<K> {
+    /// Gives back most of the room a burst of keys made `waiting` and `queued` take, once no
+    /// more than a quarter of it is used: a queue that held every object of an installation once
+    /// (a start, a resync) does not keep that much memory for the rest of its life. Shrinking to
+    /// twice what waits keeps the cost amortised: the room halves at least each time.
+    fn give_back_spare_room(&mut self) {
+        let waiting = self.waiting.len();
+        if self.waiting.capacity() > KEPT_ROOM && waiting * 4 < self.waiting.capacity() {
+            self.waiting.shrink_to(waiting * 2);
+        }
+        if self.queued.capacity() > KEPT_ROOM && waiting * 4 < self.queued.capacity() {
+            self.queued.shrink_to(waiting * 2);
+        }
+    }
+}
+
 struct Inner<K> {
     state: Mutex<State<K>>,
     /// Wakes workers waiting in `next`.
@@ -211,6 +230,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 }
                 if let Some((key, _)) = state.waiting.pop_front() {
                     state.queued.remove(&key);
+                    state.give_back_spare_room();
                     state.processing.insert(key.clone());
                     let more = !state.waiting.is_empty();
                     drop(state);
@@ -323,6 +343,40 @@ mod tests {
         assert_eq!(q.next().await, Some("b"));
         assert_eq!(q.next().await, Some("c"));
         assert!(q.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_drained_queue_gives_back_the_room_a_burst_took() {
+        let q: WorkQueue<u32> = WorkQueue::new(BASE, MAX);
+        for key in 0..20_000 {
+            q.add(key);
+        }
+        let room = |q: &WorkQueue<u32>| {
+            let state = q.lock();
+            (state.waiting.capacity(), state.queued.capacity())
+        };
+        assert!(room(&q).0 >= 20_000 && room(&q).1 >= 20_000);
+        for expected in 0..20_000 {
+            assert_eq!(
+                q.next().await,
+                Some(expected),
+                "order is kept while the room shrinks"
+            );
+            q.done(&expected);
+            let (waiting, queued) = room(&q);
+            let left = (19_999 - expected) as usize;
+            assert!(waiting >= left && queued >= left);
+        }
+        let (waiting, queued) = room(&q);
+        assert!(
+            waiting <= 2 * KEPT_ROOM && queued <= 2 * KEPT_ROOM,
+            "room kept after draining: {waiting} and {queued} keys"
+        );
+        // The queue works as before.
+        q.add(7);
+        q.add(7);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.next().await, Some(7));
     }
 
     #[tokio::test]
