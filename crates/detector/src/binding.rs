@@ -9,11 +9,14 @@
 use flotilla_api::policy::{Placement, PropagationSpec, Suspension};
 use flotilla_api::well_known::{DEFAULT_SCHEDULER_NAME, POLICY_GENERATION_ANNOTATION};
 use flotilla_api::work::{ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec};
+use flotilla_runtime::intern::Interner;
 use flotilla_runtime::packed::{Codec, Packed};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value, json};
 
-use crate::keys::TemplateKey;
+use std::sync::Arc;
+
+use crate::keys::{Gvk, TemplateKey};
 
 /// The spec fields the detector writes, by JSON name.
 pub const OWNED_SPEC_FIELDS: &[&str] = &[
@@ -149,11 +152,11 @@ impl BindingView {
 /// is paid where it is rare.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
-    resource: ObjectReference,
+    template: BindingTemplate,
     lazy_pending: bool,
     /// The annotation [`POLICY_GENERATION_ANNOTATION`]: the policies' status counts read it of
-    /// every binding a policy claims.
-    policy_generation: Option<Box<str>>,
+    /// every binding a policy claims. Shared: every binding a policy claims has the same.
+    policy_generation: Option<Arc<str>>,
     body: Packed,
     /// [`watch_signature`] of the binding.
     pub signature: u64,
@@ -161,6 +164,46 @@ pub struct CachedBinding {
 
 /// The codec of [`CachedBinding`] bodies: their dictionary is learned from the first bindings.
 static BODIES: Codec = Codec::new();
+
+/// Strings many cached bindings repeat: their templates' apiVersions, kinds and namespaces, and
+/// the policy generations they follow.
+static SHARED: Interner<str> = Interner::new();
+
+/// The template a [`CachedBinding`] is for: its `spec.resource` without the uid and
+/// resourceVersion (the planner reads those of the template itself), the parts every binding of
+/// a kind and namespace repeats shared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingTemplate {
+    api_version: Arc<str>,
+    kind: Arc<str>,
+    /// `None` for a cluster-scoped template (an empty namespace included).
+    namespace: Option<Arc<str>>,
+    name: Box<str>,
+}
+
+impl BindingTemplate {
+    fn of(resource: &ObjectReference) -> Self {
+        Self {
+            api_version: SHARED.intern(resource.api_version.as_str()),
+            kind: SHARED.intern(resource.kind.as_str()),
+            namespace: resource
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty())
+                .map(|ns| SHARED.intern(ns)),
+            name: resource.name.as_str().into(),
+        }
+    }
+
+    /// The template's key.
+    pub fn key(&self) -> TemplateKey {
+        TemplateKey {
+            gvk: Gvk::new(&*self.api_version, &*self.kind),
+            namespace: self.namespace.as_deref().map(str::to_owned),
+            name: self.name.to_string(),
+        }
+    }
+}
 
 /// The parts of a binding a [`CachedBinding`] keeps as JSON, as written.
 #[derive(serde::Serialize)]
@@ -260,13 +303,13 @@ impl CachedBinding {
         };
         let body = BODIES.pack(&stored);
         Self {
-            resource: spec.resource.clone(),
+            template: BindingTemplate::of(&spec.resource),
             lazy_pending: is_lazy_pending(conditions),
             policy_generation: metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(POLICY_GENERATION_ANNOTATION))
-                .map(|v| v.as_str().into()),
+                .map(|v| SHARED.intern(v.as_str())),
             body,
             signature: watch_signature(metadata, spec, conditions),
         }
@@ -283,8 +326,8 @@ impl CachedBinding {
     }
 
     /// The template the binding is for.
-    pub fn resource(&self) -> &ObjectReference {
-        &self.resource
+    pub fn template(&self) -> &BindingTemplate {
+        &self.template
     }
 
     /// One annotation's value.
@@ -1121,7 +1164,14 @@ mod tests {
         );
         assert_eq!(cached.annotation("flotilla.io/absent"), None);
         assert_eq!(cached.policy_generation(), None);
-        assert_eq!(cached.resource(), &rb.spec.resource);
+        assert_eq!(
+            cached.template().key(),
+            TemplateKey {
+                gvk: Gvk::new(&rb.spec.resource.api_version, &rb.spec.resource.kind),
+                namespace: rb.spec.resource.namespace.clone(),
+                name: rb.spec.resource.name.clone(),
+            }
+        );
         assert!(!cached.lazy_pending());
         assert_eq!(
             cached.signature,

@@ -513,7 +513,7 @@ impl Detector {
                     .annotation(flotilla_api::well_known::OVERRIDES_ANNOTATION)
                     .is_some_and(|value| value.contains(&marker))
                 {
-                    self.binding_changed(binding.resource());
+                    self.binding_changed(binding.template());
                 }
             }
         }
@@ -664,10 +664,10 @@ impl Detector {
         match update {
             Update::Applied { old, new } => {
                 if old.map(|old| old.signature) != Some(new.signature) {
-                    self.binding_changed(new.resource());
+                    self.binding_changed(new.template());
                 }
             }
-            Update::Deleted(binding) => self.binding_changed(binding.resource()),
+            Update::Deleted(binding) => self.binding_changed(binding.template()),
             Update::Synced => {}
         }
     }
@@ -720,14 +720,10 @@ impl Detector {
         }
     }
 
-    fn binding_changed(&self, resource: &flotilla_api::ObjectReference) {
-        let gvk = Gvk::new(resource.api_version.clone(), resource.kind.clone());
-        if self.read_kinds().contains_key(&gvk) {
-            self.templates.add(TemplateKey {
-                gvk,
-                namespace: resource.namespace.clone().filter(|ns| !ns.is_empty()),
-                name: resource.name.clone(),
-            });
+    fn binding_changed(&self, template: &crate::binding::BindingTemplate) {
+        let key = template.key();
+        if self.read_kinds().contains_key(&key.gvk) {
+            self.templates.add(key);
         }
     }
 
