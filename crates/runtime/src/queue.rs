@@ -11,6 +11,8 @@
 //!   earliest wins.
 //! - After [`WorkQueue::shut_down`] nothing is queued any more and `next` returns `None` at
 //!   once, to waiting workers too, even if keys still wait.
+//! - A queue that a burst of keys made large (every object of an installation at a start or a
+//!   resync) gives most of that room back as it drains.
 //!
 //! A worker's loop:
 //!
