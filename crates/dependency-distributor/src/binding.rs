@@ -296,7 +296,7 @@ impl BindingView {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredView(Packed);
 
-/// The codec of [`StoredView`]s: their dictionary is learned from the first bindings.
+/// The codec of [`StoredView`]s: its dictionaries are learned from the views it packs.
 static VIEWS: Codec = Codec::new();
 
 /// The view is packed whole, name included: the cache keeps a key beside it.

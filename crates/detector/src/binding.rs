@@ -6,6 +6,8 @@
 //! `schedulerName` and `failover` ([`OWNED_SPEC_FIELDS`]); `spec.clusters` belongs to the
 //! scheduler and `spec.requiredBy` to the dependency distributor, so patches never name them.
 
+use std::sync::Arc;
+
 use flotilla_api::policy::{Placement, PropagationSpec, Suspension};
 use flotilla_api::well_known::{DEFAULT_SCHEDULER_NAME, POLICY_GENERATION_ANNOTATION};
 use flotilla_api::work::{ClusterResourceBinding, ObjectReference, ResourceBinding, ResourceBindingSpec};
@@ -13,8 +15,6 @@ use flotilla_runtime::intern::Interner;
 use flotilla_runtime::packed::{Codec, Packed};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::{Map, Value, json};
-
-use std::sync::Arc;
 
 use crate::keys::{Gvk, TemplateKey};
 
@@ -162,7 +162,7 @@ pub struct CachedBinding {
     pub signature: u64,
 }
 
-/// The codec of [`CachedBinding`] bodies: their dictionary is learned from the first bindings.
+/// The codec of [`CachedBinding`] bodies: its dictionaries are learned from the bindings it packs.
 static BODIES: Codec = Codec::new();
 
 /// Strings many cached bindings repeat: their templates' apiVersions, kinds and namespaces, and

@@ -182,7 +182,7 @@ pub struct StoredBinding {
     body: Packed,
 }
 
-/// The codec of [`StoredBinding`] bodies: their dictionary is learned from the first bindings.
+/// The codec of [`StoredBinding`] bodies: its dictionaries are learned from the bindings it packs.
 static BODIES: Codec = Codec::new();
 
 /// What scheduling reads of a binding's metadata, borrowed from it.
