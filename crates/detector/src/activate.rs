@@ -39,11 +39,11 @@ pub struct TemplateRef {
 
 impl TemplateRef {
     fn key(&self) -> TemplateKey {
-        TemplateKey {
-            gvk: Gvk::new(self.api_version.clone(), self.kind.clone()),
-            namespace: self.namespace.clone().filter(|ns| !ns.is_empty()),
-            name: self.name.clone(),
-        }
+        TemplateKey::new(
+            Gvk::new(&self.api_version, &self.kind),
+            self.namespace.as_deref(),
+            self.name.as_str(),
+        )
     }
 }
 

@@ -204,8 +204,8 @@ pub fn template_api(client: &Client, resource: &ApiResource, key: &TemplateKey) 
 pub fn template_json(object: &DynamicObject, gvk: &Gvk) -> Value {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), Value::String(gvk.api_version.clone()));
-        map.insert("kind".into(), Value::String(gvk.kind.clone()));
+        map.insert("apiVersion".into(), Value::String(gvk.api_version.to_string()));
+        map.insert("kind".into(), Value::String(gvk.kind.to_string()));
     }
     value
 }

@@ -165,43 +165,32 @@ pub struct CachedBinding {
 /// The codec of [`CachedBinding`] bodies: its dictionaries are learned from the bindings it packs.
 static BODIES: Codec = Codec::new();
 
-/// Strings many cached bindings repeat: their templates' apiVersions, kinds and namespaces, and
-/// the policy generations they follow.
-static SHARED: Interner<str> = Interner::new();
+/// The policy generations cached bindings follow (every binding a policy claims has the same).
+static GENERATIONS: Interner<str> = Interner::new();
 
 /// The template a [`CachedBinding`] is for: its `spec.resource` without the uid and
-/// resourceVersion (the planner reads those of the template itself), the parts every binding of
-/// a kind and namespace repeats shared.
+/// resourceVersion (the planner reads those of the template itself), as the template's key
+/// (whose apiVersion, kind and namespace are shared copies: [`crate::keys::shared`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BindingTemplate {
-    api_version: Arc<str>,
-    kind: Arc<str>,
-    /// `None` for a cluster-scoped template (an empty namespace included).
-    namespace: Option<Arc<str>>,
-    name: Box<str>,
-}
+pub struct BindingTemplate(TemplateKey);
 
 impl BindingTemplate {
     fn of(resource: &ObjectReference) -> Self {
-        Self {
-            api_version: SHARED.intern(resource.api_version.as_str()),
-            kind: SHARED.intern(resource.kind.as_str()),
-            namespace: resource
-                .namespace
-                .as_deref()
-                .filter(|ns| !ns.is_empty())
-                .map(|ns| SHARED.intern(ns)),
-            name: resource.name.as_str().into(),
-        }
+        Self(TemplateKey::new(
+            Gvk::new(&resource.api_version, &resource.kind),
+            resource.namespace.as_deref(),
+            resource.name.as_str(),
+        ))
     }
 
-    /// The template's key.
+    /// The template's key (a copy shares every part: nothing is allocated).
     pub fn key(&self) -> TemplateKey {
-        TemplateKey {
-            gvk: Gvk::new(&*self.api_version, &*self.kind),
-            namespace: self.namespace.as_deref().map(str::to_owned),
-            name: self.name.to_string(),
-        }
+        self.0.clone()
+    }
+
+    /// The template's kind.
+    pub fn gvk(&self) -> &Gvk {
+        &self.0.gvk
     }
 }
 
@@ -309,7 +298,7 @@ impl CachedBinding {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(POLICY_GENERATION_ANNOTATION))
-                .map(|v| SHARED.intern(v.as_str())),
+                .map(|v| GENERATIONS.intern(v.as_str())),
             body,
             signature: watch_signature(metadata, spec, conditions),
         }
@@ -447,10 +436,10 @@ pub fn desired_spec_with(
     };
     Ok(ResourceBindingSpec {
         resource: ObjectReference {
-            api_version: key.gvk.api_version.clone(),
-            kind: key.gvk.kind.clone(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
+            api_version: key.gvk.api_version.to_string(),
+            kind: key.gvk.kind.to_string(),
+            namespace: key.namespace.as_deref().map(str::to_owned),
+            name: key.name.to_string(),
             uid: template
                 .pointer("/metadata/uid")
                 .and_then(Value::as_str)
@@ -569,9 +558,9 @@ pub fn with_propagation_of(
 /// The controller owner reference a binding carries to its template.
 pub fn owner_reference(key: &TemplateKey, uid: &str) -> Value {
     json!({
-        "apiVersion": key.gvk.api_version,
-        "kind": key.gvk.kind,
-        "name": key.name,
+        "apiVersion": &*key.gvk.api_version,
+        "kind": &*key.gvk.kind,
+        "name": &*key.name,
         "uid": uid,
         "controller": true,
         "blockOwnerDeletion": true,
@@ -589,7 +578,7 @@ pub fn new_binding(
     let mut meta = Map::new();
     meta.insert("name".into(), Value::String(key.binding_name()));
     if let Some(ns) = &key.namespace {
-        meta.insert("namespace".into(), Value::String(ns.clone()));
+        meta.insert("namespace".into(), Value::String(ns.to_string()));
     }
     for (field, value) in metadata {
         // Creation has nothing to remove: drop the nulls a patch would carry.
@@ -1168,10 +1157,16 @@ mod tests {
             cached.template().key(),
             TemplateKey {
                 gvk: Gvk::new(&rb.spec.resource.api_version, &rb.spec.resource.kind),
-                namespace: rb.spec.resource.namespace.clone(),
-                name: rb.spec.resource.name.clone(),
+                namespace: rb.spec.resource.namespace.as_deref().map(Into::into),
+                name: rb.spec.resource.name.as_str().into(),
             }
         );
+        // The apiVersion and kind are the copies every template's key shares, and a copy of
+        // the key shares the name too.
+        let key = cached.template().key();
+        assert!(Arc::ptr_eq(&key.gvk.api_version, &crate::keys::shared("apps/v1")));
+        assert!(Arc::ptr_eq(&key.gvk.kind, &crate::keys::shared("Deployment")));
+        assert!(Arc::ptr_eq(&key.name, &cached.template().key().name));
         assert!(!cached.lazy_pending());
         assert_eq!(
             cached.signature,

@@ -57,10 +57,11 @@ static CLAIMS: Interner<Claim> = Interner::new();
 /// claim) stays a field; the rest is read when the template is planned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedTemplate {
-    /// `metadata.namespace`; `None` for a cluster-scoped template.
-    namespace: Option<Box<str>>,
-    /// `metadata.name`.
-    name: Box<str>,
+    /// `metadata.namespace`, a shared copy ([`crate::keys::shared`]); `None` for a
+    /// cluster-scoped template.
+    namespace: Option<Arc<str>>,
+    /// `metadata.name`, the copy the template's keys share.
+    name: Arc<str>,
     /// The policy claim its labels and annotations carry ([`Claim::read_metadata`]).
     claim: Option<Arc<Claim>>,
     /// Its metadata, without `managedFields` and [`LAST_APPLIED_ANNOTATION`], packed.
@@ -92,7 +93,7 @@ impl CachedTemplate {
                 .namespace
                 .as_deref()
                 .filter(|ns| !ns.is_empty())
-                .map(Box::from),
+                .map(crate::keys::shared),
             name: metadata.name.as_deref().unwrap_or_default().into(),
             claim: Claim::read_metadata(metadata).map(|claim| CLAIMS.intern_value(claim)),
             metadata: METADATA.pack(metadata),
@@ -104,8 +105,8 @@ impl CachedTemplate {
     pub fn key(&self, gvk: &Gvk) -> TemplateKey {
         TemplateKey {
             gvk: gvk.clone(),
-            namespace: self.namespace.as_deref().map(str::to_owned),
-            name: self.name.to_string(),
+            namespace: self.namespace.clone(),
+            name: Arc::clone(&self.name),
         }
     }
 
@@ -128,8 +129,8 @@ impl CachedTemplate {
     /// (its content is [`CachedTemplate::content`]).
     pub fn json(&self, gvk: &Gvk) -> Value {
         let mut object = Map::new();
-        object.insert("apiVersion".into(), Value::String(gvk.api_version.clone()));
-        object.insert("kind".into(), Value::String(gvk.kind.clone()));
+        object.insert("apiVersion".into(), Value::String(gvk.api_version.to_string()));
+        object.insert("kind".into(), Value::String(gvk.kind.to_string()));
         object.insert("metadata".into(), METADATA.unpack::<Value>(&self.metadata));
         Value::Object(object)
     }

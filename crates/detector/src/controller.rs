@@ -495,7 +495,7 @@ impl Detector {
                     .spec
                     .resource_selectors
                     .iter()
-                    .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind);
+                    .any(|r| *r.api_version == *gvk.api_version && *r.kind == *gvk.kind);
             for object in watch.cache.state() {
                 let in_scope = match view.key.kind {
                     OverridePolicyKind::OverridePolicy => object.namespace() == view.key.namespace.as_deref(),
@@ -721,9 +721,8 @@ impl Detector {
     }
 
     fn binding_changed(&self, template: &crate::binding::BindingTemplate) {
-        let key = template.key();
-        if self.read_kinds().contains_key(&key.gvk) {
-            self.templates.add(key);
+        if self.read_kinds().contains_key(template.gvk()) {
+            self.templates.add(template.key());
         }
     }
 
@@ -780,7 +779,7 @@ impl Detector {
                         .spec
                         .resource_selectors
                         .iter()
-                        .any(|s| s.api_version == gvk.api_version && s.kind == gvk.kind)
+                        .any(|s| *s.api_version == *gvk.api_version && *s.kind == *gvk.kind)
             })
             .map(|(_, view)| view.clone())
             .collect()
@@ -1412,7 +1411,7 @@ impl Detector {
             let selected = spec.is_some_and(|s| {
                 s.resource_selectors
                     .iter()
-                    .any(|r| r.api_version == gvk.api_version && r.kind == gvk.kind)
+                    .any(|r| *r.api_version == *gvk.api_version && *r.kind == *gvk.kind)
             });
             for object in watch.cache.state() {
                 let claimed_by_policy = || object.claim().is_some_and(|c| c.policy_key() == *key);
@@ -1683,10 +1682,10 @@ fn policy_key_of_pp(policy: &PropagationPolicy) -> PolicyKey {
 
 fn template_reference(key: &TemplateKey, object: &Value) -> ObjectReference {
     ObjectReference {
-        api_version: Some(key.gvk.api_version.clone()),
-        kind: Some(key.gvk.kind.clone()),
-        name: Some(key.name.clone()),
-        namespace: key.namespace.clone(),
+        api_version: Some(key.gvk.api_version.to_string()),
+        kind: Some(key.gvk.kind.to_string()),
+        name: Some(key.name.to_string()),
+        namespace: key.namespace.as_deref().map(str::to_owned),
         uid: object
             .pointer("/metadata/uid")
             .and_then(Value::as_str)

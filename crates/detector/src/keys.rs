@@ -1,23 +1,40 @@
 //! Names of the objects the detector works on: resource kinds, templates, policies, and the
 //! binding name Karmada derives from a template.
+//!
+//! A template's key is copied wherever the template is queued, cached or looked up (the
+//! template queue holds two copies of each queued key, and at 10,000 templates ten thousand may
+//! wait at once). So its parts are shared strings: the apiVersion, kind and namespace every
+//! template of a kind and namespace repeats are one interned copy ([`shared`]), and the name is
+//! one copy per template, so copying a key allocates nothing.
 
 use std::fmt;
+use std::sync::Arc;
+
+use flotilla_runtime::intern::Interner;
+
+/// The apiVersions, kinds and namespaces of the templates (and bindings) the detector holds.
+static SHARED: Interner<str> = Interner::new();
+
+/// The shared copy of `value`, an apiVersion, kind or namespace many templates repeat.
+pub fn shared(value: &str) -> Arc<str> {
+    SHARED.intern(value)
+}
 
 /// A resource kind as a policy selects it: exact `apiVersion` and `kind`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Gvk {
     /// `v1` or `<group>/<version>`.
-    pub api_version: String,
+    pub api_version: Arc<str>,
     /// The kind, e.g. `Deployment`.
-    pub kind: String,
+    pub kind: Arc<str>,
 }
 
 impl Gvk {
-    /// A kind from its apiVersion and kind.
-    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+    /// A kind from its apiVersion and kind (shared copies of both).
+    pub fn new(api_version: impl AsRef<str>, kind: impl AsRef<str>) -> Self {
         Self {
-            api_version: api_version.into(),
-            kind: kind.into(),
+            api_version: shared(api_version.as_ref()),
+            kind: shared(kind.as_ref()),
         }
     }
 
@@ -63,32 +80,41 @@ pub fn is_own_group(group: &str) -> bool {
     )
 }
 
-/// One resource template.
+/// One resource template. Copies share every part (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TemplateKey {
     /// Its kind.
     pub gvk: Gvk,
-    /// Its namespace; `None` for cluster-scoped templates.
-    pub namespace: Option<String>,
+    /// Its namespace, a [`shared`] copy; `None` for cluster-scoped templates.
+    pub namespace: Option<Arc<str>>,
     /// Its name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl TemplateKey {
+    /// The key of the template of kind `gvk` in `namespace` (an empty one is none) named `name`.
+    pub fn new(gvk: Gvk, namespace: Option<&str>, name: impl Into<Arc<str>>) -> Self {
+        Self {
+            gvk,
+            namespace: namespace.filter(|ns| !ns.is_empty()).map(shared),
+            name: name.into(),
+        }
+    }
+
     /// The key of the template of kind `gvk` with `metadata` (an empty namespace is none).
     pub fn of(gvk: &Gvk, metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
-        Self {
-            gvk: gvk.clone(),
-            namespace: metadata.namespace.clone().filter(|ns| !ns.is_empty()),
-            name: metadata.name.clone().unwrap_or_default(),
-        }
+        Self::new(
+            gvk.clone(),
+            metadata.namespace.as_deref(),
+            metadata.name.as_deref().unwrap_or_default(),
+        )
     }
 
     /// `namespace/name` or `name`.
     pub fn object_key(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{ns}/{}", self.name),
-            None => self.name.clone(),
+            None => self.name.to_string(),
         }
     }
 
@@ -228,6 +254,32 @@ mod tests {
             "system.aggregate-to-edit-clusterrole"
         );
         assert_eq!(binding_name("Workflow", "Nightly"), "nightly-workflow");
+    }
+
+    #[test]
+    fn keys_share_their_parts() {
+        let metadata = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            namespace: Some("team-a".into()),
+            name: Some("web".into()),
+            ..Default::default()
+        };
+        let first = TemplateKey::of(&Gvk::new("apps/v1", "Deployment"), &metadata);
+        let second = TemplateKey::new(Gvk::new("apps/v1", "Deployment"), Some("team-a"), "db");
+        assert!(Arc::ptr_eq(&first.gvk.api_version, &second.gvk.api_version));
+        assert!(Arc::ptr_eq(&first.gvk.kind, &second.gvk.kind));
+        assert!(Arc::ptr_eq(
+            first.namespace.as_ref().unwrap(),
+            second.namespace.as_ref().unwrap()
+        ));
+        let copy = first.clone();
+        assert!(Arc::ptr_eq(&first.name, &copy.name));
+        assert_eq!(copy, first);
+        assert_ne!(first, second);
+        // An empty namespace is none, as the API server treats it.
+        assert_eq!(
+            TemplateKey::new(Gvk::new("v1", "Namespace"), Some(""), "n").namespace,
+            None
+        );
     }
 
     #[test]
