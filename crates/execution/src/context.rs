@@ -57,16 +57,33 @@ impl Default for Settings {
 pub struct BindingKey {
     /// ResourceBinding or ClusterResourceBinding.
     pub kind: BindingKind,
-    /// Namespace; empty for a ClusterResourceBinding.
-    pub namespace: String,
+    /// Namespace, shared by the keys of a namespace's bindings; empty for a
+    /// ClusterResourceBinding.
+    pub namespace: Arc<str>,
     /// Name.
-    pub name: String,
+    pub name: Box<str>,
 }
 
 /// Binding keys, one shared copy of each (ADR 0019).
 static BINDING_KEYS: Interner<BindingKey> = Interner::new();
+/// The namespaces of binding keys.
+static BINDING_NAMESPACES: Interner<str> = Interner::new();
 
 impl BindingKey {
+    /// The key of the `kind` binding `namespace/name` (a ClusterResourceBinding's namespace is
+    /// ignored: empty).
+    pub fn new(kind: BindingKind, namespace: &str, name: &str) -> Self {
+        let namespace = match kind {
+            BindingKind::ResourceBinding => namespace,
+            BindingKind::ClusterResourceBinding => "",
+        };
+        Self {
+            kind,
+            namespace: BINDING_NAMESPACES.intern(namespace),
+            name: name.into(),
+        }
+    }
+
     /// The one shared copy of this key: the binding's cached record, its cached Works' records
     /// and the binding queue hold it, not copies of their own (a queued key costs a pointer,
     /// not two strings).
@@ -274,5 +291,28 @@ impl<K: Clone + Eq + Hash> KeyedLocks<K> {
             locks.entry(key.clone()).or_default().clone()
         };
         lock.lock_owned().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_keys_share_their_namespace() {
+        let web = BindingKey::new(BindingKind::ResourceBinding, "team-a", "web-deployment");
+        let db = BindingKey::new(BindingKind::ResourceBinding, "team-a", "db-deployment");
+        assert!(Arc::ptr_eq(&web.namespace, &db.namespace));
+        assert_eq!((&*web.namespace, &*web.name), ("team-a", "web-deployment"));
+        assert_eq!(web.to_string(), "ResourceBinding team-a/web-deployment");
+        // A ClusterResourceBinding has no namespace, whatever a caller passes.
+        let admin = BindingKey::new(BindingKind::ClusterResourceBinding, "team-a", "admin-clusterrole");
+        assert_eq!(&*admin.namespace, "");
+        assert_eq!(
+            admin,
+            BindingKey::new(BindingKind::ClusterResourceBinding, "", "admin-clusterrole")
+        );
+        // The shared copy of a key is one allocation, whoever asks.
+        assert!(Arc::ptr_eq(&web.clone().shared(), &web.shared()));
     }
 }

@@ -109,19 +109,11 @@ pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
         annotations.get(RESOURCE_BINDING_NAMESPACE_ANNOTATION),
         annotations.get(RESOURCE_BINDING_NAME_ANNOTATION),
     ) {
-        return Some(BindingKey {
-            kind: BindingKind::ResourceBinding,
-            namespace: namespace.clone(),
-            name: name.clone(),
-        });
+        return Some(BindingKey::new(BindingKind::ResourceBinding, namespace, name));
     }
     annotations
         .get(CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION)
-        .map(|name| BindingKey {
-            kind: BindingKind::ClusterResourceBinding,
-            namespace: String::new(),
-            name: name.clone(),
-        })
+        .map(|name| BindingKey::new(BindingKind::ClusterResourceBinding, "", name))
 }
 
 /// How long a binding waits after a report of one of its Works before its status is
@@ -416,7 +408,7 @@ fn binding_ref(key: &BindingKey, binding: &BindingObject) -> k8s_openapi::api::c
     k8s_openapi::api::core::v1::ObjectReference {
         resource_version: binding.metadata.resource_version.clone(),
         ..flotilla_api::work::binding_object_reference(
-            Some(key.namespace.as_str()).filter(|n| !n.is_empty()),
+            Some(&*key.namespace).filter(|n| !n.is_empty()),
             &key.name,
             binding.metadata.uid.as_deref(),
         )

@@ -60,15 +60,7 @@ pub fn binding_key(request: &DispatchRequest) -> Result<BindingKey, Status> {
             ));
         }
     };
-    Ok(BindingKey {
-        kind,
-        namespace: if kind == BindingKind::ResourceBinding {
-            binding.namespace.clone()
-        } else {
-            String::new()
-        },
-        name: binding.name.clone(),
-    })
+    Ok(BindingKey::new(kind, &binding.namespace, &binding.name))
 }
 
 #[tonic::async_trait]
@@ -132,10 +124,7 @@ mod tests {
         ))))
         .unwrap();
         assert_eq!(key.kind, BindingKind::ResourceBinding);
-        assert_eq!(
-            (key.namespace.as_str(), key.name.as_str()),
-            ("default", "nginx-deployment")
-        );
+        assert_eq!((&*key.namespace, &*key.name), ("default", "nginx-deployment"));
         let key = binding_key(&request(Some(BindingRef::cluster_resource_binding(
             "admin-clusterrole",
             1,
@@ -143,7 +132,7 @@ mod tests {
         ))))
         .unwrap();
         assert_eq!(key.kind, BindingKind::ClusterResourceBinding);
-        assert_eq!(key.namespace, "");
+        assert_eq!(&*key.namespace, "");
     }
 
     #[test]
