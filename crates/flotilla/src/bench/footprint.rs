@@ -83,7 +83,7 @@ pub fn find_processes(names: &[&str]) -> Vec<(String, u32)> {
 pub struct ProcessFootprint {
     /// The process (service binary or API server name).
     pub name: String,
-    /// Largest RSS seen during the run, MiB.
+    /// Largest RSS seen from the run's start until it settled and in the window after, MiB.
     pub rss_peak_mib: f64,
     /// RSS after the run settled, MiB.
     pub rss_after_mib: f64,
@@ -161,16 +161,20 @@ impl Window {
         }
     }
 
-    /// Per process: peak RSS and CPU of this window, RSS at the end of `after`.
+    /// Per process: CPU of this window; peak RSS of this window and `after` together, RSS at
+    /// the end of `after`.
     pub fn report(&self, after: &Window) -> Vec<ProcessFootprint> {
         let mib = |kib: u64| round(kib as f64 / 1024.0, 1);
         self.tracks
             .iter()
-            .map(|(name, track)| ProcessFootprint {
-                name: name.clone(),
-                rss_peak_mib: mib(track.peak_kib),
-                rss_after_mib: mib(after.tracks.get(name).map_or(track.last_kib, |t| t.last_kib)),
-                cpu_seconds: round(track.cpu(), 2),
+            .map(|(name, track)| {
+                let later = after.tracks.get(name);
+                ProcessFootprint {
+                    name: name.clone(),
+                    rss_peak_mib: mib(track.peak_kib.max(later.map_or(0, |t| t.peak_kib))),
+                    rss_after_mib: mib(later.map_or(track.last_kib, |t| t.last_kib)),
+                    cpu_seconds: round(track.cpu(), 2),
+                }
             })
             .collect()
     }
@@ -217,6 +221,32 @@ mod tests {
         assert_eq!(track.cpu(), 3.0);
         assert_eq!(track.peak_kib, 300);
         assert_eq!(track.last_kib, 80);
+    }
+
+    #[test]
+    fn the_peak_is_the_largest_rss_of_both_windows() {
+        let at = |rss| Reading {
+            rss_kib: rss,
+            cpu_seconds: 1.0,
+        };
+        let window = |readings: &[u64]| {
+            let mut track = Track::default();
+            for rss in readings {
+                track.observe(7, at(*rss));
+            }
+            Window {
+                tracks: BTreeMap::from([("svc".to_owned(), track)]),
+            }
+        };
+        // Still growing after the run: the peak is the after window's.
+        let report = window(&[1024, 2048]).report(&window(&[3072, 2560]));
+        assert_eq!((report[0].rss_peak_mib, report[0].rss_after_mib), (3.0, 2.5));
+        // Shrinking after it: the run's.
+        let report = window(&[1024, 4096]).report(&window(&[2048]));
+        assert_eq!((report[0].rss_peak_mib, report[0].rss_after_mib), (4.0, 2.0));
+        // Not seen after it: the run's last reading stands for after.
+        let report = window(&[1024, 4096, 3072]).report(&Window::default());
+        assert_eq!((report[0].rss_peak_mib, report[0].rss_after_mib), (4.0, 3.0));
     }
 
     #[tokio::test]

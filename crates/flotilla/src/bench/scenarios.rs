@@ -22,7 +22,7 @@ pub const THROUGHPUT_TARGET_PER_SECOND: f64 = 1000.0;
 pub const FOOTPRINT_TARGET_MIB: f64 = 150.0;
 /// Period of footprint samples.
 const SAMPLE_PERIOD: Duration = Duration::from_millis(250);
-/// How long the footprint is observed after the throughput run, for the "after" figures.
+/// How long the footprint is observed after the services settled, for the "after" figures.
 const SETTLE: Duration = Duration::from_secs(5);
 
 /// A prefix unique to this process's run, for namespaces.
@@ -310,7 +310,7 @@ impl FootprintReport {
             String::new(),
         ]);
         format!(
-            "footprint during/after the throughput run ({} templates)\n{}",
+            "footprint of the throughput run until it settled, and after ({} templates)\n{}",
             self.templates,
             table(
                 &["process", "peak RSS MiB", "RSS after MiB", "CPU s during"],
@@ -410,7 +410,9 @@ pub async fn throughput(
             offsets
         });
         let member_objects = templates * count * kinds.len();
-        let (after, settled) = writes::settle(target).await;
+        // The services keep working after the last arrival (binding and template statuses):
+        // their footprint is sampled until they settled, so the peak is the whole run's.
+        let (after, settled) = during.during(SAMPLE_PERIOD, &pids, writes::settle(target)).await;
         // The bench's own writes in between: one create per template and kind.
         let bench_writes = (templates * kinds.len()) as u64;
         let writes = WritesReport::between(&before, &after, bench_writes, member_objects, settled);
