@@ -797,7 +797,7 @@ impl Detector {
             .read_views()
             .values()
             .flat_map(|v| v.spec.resource_selectors.iter())
-            .map(|s| Gvk::new(s.api_version.clone(), s.kind.clone()))
+            .map(|s| Gvk::new(&s.api_version, &s.kind))
             .filter(|gvk| gvk.is_well_formed() && !gvk.is_own_group())
             .collect();
         for (gvk, watch) in self.read_kinds().iter() {
