@@ -152,7 +152,10 @@ impl BindingView {
 /// is paid where it is rare.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedBinding {
-    template: BindingTemplate,
+    /// The template: `spec.resource` without the uid and resourceVersion (the planner reads
+    /// those of the template itself), as the template's key (whose apiVersion, kind and
+    /// namespace are shared copies: [`crate::keys::shared`]).
+    template: TemplateKey,
     lazy_pending: bool,
     /// The annotation [`POLICY_GENERATION_ANNOTATION`]: the policies' status counts read it of
     /// every binding a policy claims. Shared: every binding a policy claims has the same.
@@ -167,32 +170,6 @@ static BODIES: Codec = Codec::new();
 
 /// The policy generations cached bindings follow (every binding a policy claims has the same).
 static GENERATIONS: Interner<str> = Interner::new();
-
-/// The template a [`CachedBinding`] is for: its `spec.resource` without the uid and
-/// resourceVersion (the planner reads those of the template itself), as the template's key
-/// (whose apiVersion, kind and namespace are shared copies: [`crate::keys::shared`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BindingTemplate(TemplateKey);
-
-impl BindingTemplate {
-    fn of(resource: &ObjectReference) -> Self {
-        Self(TemplateKey::new(
-            Gvk::new(&resource.api_version, &resource.kind),
-            resource.namespace.as_deref(),
-            resource.name.as_str(),
-        ))
-    }
-
-    /// The template's key (a copy shares every part: nothing is allocated).
-    pub fn key(&self) -> TemplateKey {
-        self.0.clone()
-    }
-
-    /// The template's kind.
-    pub fn gvk(&self) -> &Gvk {
-        &self.0.gvk
-    }
-}
 
 /// The parts of a binding a [`CachedBinding`] keeps as JSON, as written.
 #[derive(serde::Serialize)]
@@ -292,7 +269,11 @@ impl CachedBinding {
         };
         let body = BODIES.pack(&stored);
         Self {
-            template: BindingTemplate::of(&spec.resource),
+            template: TemplateKey::new(
+                Gvk::new(&spec.resource.api_version, &spec.resource.kind),
+                spec.resource.namespace.as_deref(),
+                spec.resource.name.as_str(),
+            ),
             lazy_pending: is_lazy_pending(conditions),
             policy_generation: metadata
                 .annotations
@@ -315,7 +296,7 @@ impl CachedBinding {
     }
 
     /// The template the binding is for.
-    pub fn template(&self) -> &BindingTemplate {
+    pub fn template(&self) -> &TemplateKey {
         &self.template
     }
 
@@ -1154,8 +1135,8 @@ mod tests {
         assert_eq!(cached.annotation("flotilla.io/absent"), None);
         assert_eq!(cached.policy_generation(), None);
         assert_eq!(
-            cached.template().key(),
-            TemplateKey {
+            cached.template(),
+            &TemplateKey {
                 gvk: Gvk::new(&rb.spec.resource.api_version, &rb.spec.resource.kind),
                 namespace: rb.spec.resource.namespace.as_deref().map(Into::into),
                 name: rb.spec.resource.name.as_str().into(),
@@ -1163,10 +1144,10 @@ mod tests {
         );
         // The apiVersion and kind are the copies every template's key shares, and a copy of
         // the key shares the name too.
-        let key = cached.template().key();
+        let key = cached.template().clone();
         assert!(Arc::ptr_eq(&key.gvk.api_version, &crate::keys::shared("apps/v1")));
         assert!(Arc::ptr_eq(&key.gvk.kind, &crate::keys::shared("Deployment")));
-        assert!(Arc::ptr_eq(&key.name, &cached.template().key().name));
+        assert!(Arc::ptr_eq(&key.name, &cached.template().name));
         assert!(!cached.lazy_pending());
         assert_eq!(
             cached.signature,

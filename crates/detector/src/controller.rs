@@ -495,7 +495,7 @@ impl Detector {
                     .spec
                     .resource_selectors
                     .iter()
-                    .any(|r| *r.api_version == *gvk.api_version && *r.kind == *gvk.kind);
+                    .any(|r| gvk.is(&r.api_version, &r.kind));
             for object in watch.cache.state() {
                 let in_scope = match view.key.kind {
                     OverridePolicyKind::OverridePolicy => object.namespace() == view.key.namespace.as_deref(),
@@ -720,9 +720,9 @@ impl Detector {
         }
     }
 
-    fn binding_changed(&self, template: &crate::binding::BindingTemplate) {
-        if self.read_kinds().contains_key(template.gvk()) {
-            self.templates.add(template.key());
+    fn binding_changed(&self, template: &TemplateKey) {
+        if self.read_kinds().contains_key(&template.gvk) {
+            self.templates.add(template.clone());
         }
     }
 
@@ -779,7 +779,7 @@ impl Detector {
                         .spec
                         .resource_selectors
                         .iter()
-                        .any(|s| *s.api_version == *gvk.api_version && *s.kind == *gvk.kind)
+                        .any(|s| gvk.is(&s.api_version, &s.kind))
             })
             .map(|(_, view)| view.clone())
             .collect()
@@ -1411,7 +1411,7 @@ impl Detector {
             let selected = spec.is_some_and(|s| {
                 s.resource_selectors
                     .iter()
-                    .any(|r| *r.api_version == *gvk.api_version && *r.kind == *gvk.kind)
+                    .any(|r| gvk.is(&r.api_version, &r.kind))
             });
             for object in watch.cache.state() {
                 let claimed_by_policy = || object.claim().is_some_and(|c| c.policy_key() == *key);

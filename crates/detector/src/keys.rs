@@ -54,6 +54,11 @@ impl Gvk {
             .unwrap_or(&self.api_version)
     }
 
+    /// Whether this is the kind `api_version` `kind` (as a resource selector names it).
+    pub fn is(&self, api_version: &str, kind: &str) -> bool {
+        *self.api_version == *api_version && *self.kind == *kind
+    }
+
     /// Whether the kind can be watched at all: a well-formed apiVersion and a kind.
     pub fn is_well_formed(&self) -> bool {
         let parts: Vec<&str> = self.api_version.split('/').collect();
@@ -220,6 +225,8 @@ mod tests {
         assert_eq!(cm.group(), "");
         assert_eq!(cm.version(), "v1");
         assert!(cm.is_well_formed());
+        assert!(cm.is("v1", "ConfigMap"));
+        assert!(!cm.is("v1", "Secret") && !cm.is("apps/v1", "ConfigMap"));
         for bad in [
             Gvk::new("", "X"),
             Gvk::new("a/b/c", "X"),
