@@ -253,6 +253,7 @@ impl Codec {
         learned
     }
 }
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
