@@ -65,8 +65,21 @@ macro_rules! string_enum {
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let value = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-                Ok(Self::from(value.as_ref()))
+                // Read from the input in place: a known value allocates nothing (a
+                // `Cow<str>` would be an owned `String` for every value read).
+                struct Visitor;
+                impl serde::de::Visitor<'_> for Visitor {
+                    type Value = $name;
+
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a string")
+                    }
+
+                    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<$name, E> {
+                        Ok($name::from(value))
+                    }
+                }
+                deserializer.deserialize_str(Visitor)
             }
         }
 

@@ -591,4 +591,21 @@ mod tests {
         assert_eq!(crb.kind.as_deref(), Some("ClusterResourceBinding"));
         assert_eq!((crb.namespace, crb.uid), (None, None));
     }
+
+    #[test]
+    fn a_string_enum_reads_from_text_escaped_text_and_values_and_refuses_the_rest() {
+        let health = |json: &str| serde_json::from_str::<ResourceHealth>(json);
+        assert_eq!(health(r#""Healthy""#).unwrap(), ResourceHealth::Healthy);
+        assert_eq!(health(r#""Un\u0068ealthy""#).unwrap(), ResourceHealth::Unhealthy);
+        assert_eq!(
+            health(r#""Degraded""#).unwrap(),
+            ResourceHealth::Other("Degraded".into())
+        );
+        assert_eq!(
+            serde_json::from_value::<ResourceHealth>(serde_json::json!("Unknown")).unwrap(),
+            ResourceHealth::Unknown
+        );
+        let error = health("3").unwrap_err().to_string();
+        assert!(error.contains("expected a string"), "{error}");
+    }
 }
