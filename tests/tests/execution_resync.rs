@@ -4,7 +4,9 @@
 //! while execution's member watch was away (the watch had to list again) is re-created without
 //! waiting for any resync. A binding's status change alone does not queue the binding (as in
 //! Karmada); a binding it unsettled is queued by the next resync; a change of its metadata is
-//! queued at once.
+//! queued at once. The scheduler, likewise, leaves a binding alone when a change leaves what it
+//! reads as it was (round 21): another writer's annotation, execution's per-cluster reports of a
+//! binding without failover.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
@@ -18,6 +20,7 @@ use flotilla_e2e::wait::wait_until;
 use flotilla_e2e::{Env, EnvOptions, Service};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -171,22 +174,15 @@ async fn propagated(resync_period: &str, member_args: &[&str]) -> Env {
     env
 }
 
-#[tokio::test]
-async fn the_resync_leaves_settled_bindings_and_works_alone() {
-    let env = propagated("1s", &[]).await;
-    let cp = env.control_plane_client().await;
-
-    // Two bindings dispatched to two members, four Works applied: once their reports are in
-    // execution's caches (the members' simulated workload status included), a resync pass (every
-    // second here) finds every binding and Work settled. Two passes' worth of them go by during
-    // which the resync queues nothing and execution reads no binding and no Work; a resync that
-    // queued them would read each at every pass.
-    let since = Rc::new(Cell::new(resync_counters(&env).await));
+/// Waits for two resync passes of execution (`propagated("1s", ..)`) that find both bindings
+/// and their four Works settled and queue and read none of them.
+async fn wait_settled(env: &Env) {
+    let since = Rc::new(Cell::new(resync_counters(env).await));
     wait_until(
         "two resync passes that leave every binding and Work alone and read none",
         TIMEOUT,
         || {
-            let (env, since) = (&env, Rc::clone(&since));
+            let since = Rc::clone(&since);
             async move {
                 let now = resync_counters(env).await;
                 let before = since.get();
@@ -203,6 +199,141 @@ async fn the_resync_leaves_settled_bindings_and_works_alone() {
         },
     )
     .await;
+}
+
+/// What the scheduler counted of binding events and attempts so far.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct SchedulerCounts {
+    /// Events that queued their binding (`flotilla_scheduler_binding_events_total`).
+    queued: f64,
+    /// Events that left it alone.
+    left_alone: f64,
+    /// Watch-triggered attempts (`flotilla_scheduler_schedules_total`), any outcome.
+    attempts: f64,
+    /// Of those, the ones that wrote nothing.
+    unchanged: f64,
+}
+
+async fn scheduler_counts(env: &Env) -> SchedulerCounts {
+    let (_, body) = env.http_get(Service::Scheduler, "/metrics").await.unwrap();
+    let sum = |prefix: &str, filters: &[&str]| -> f64 {
+        body.lines()
+            .filter(|line| line.starts_with(prefix) && filters.iter().all(|f| line.contains(f)))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let events = "flotilla_scheduler_binding_events_total{";
+    let attempts = "flotilla_scheduler_schedules_total{";
+    let watch = r#"trigger="watch""#;
+    SchedulerCounts {
+        queued: sum(events, &[r#"queued="true""#]),
+        left_alone: sum(events, &[r#"queued="false""#]),
+        attempts: sum(attempts, &[watch]),
+        unchanged: sum(attempts, &[watch, r#"outcome="unchanged""#]),
+    }
+}
+
+/// Another writer's change of `web`'s binding.
+async fn patch_web_binding(cp: &Client, status: bool, patch: serde_json::Value) {
+    let api = Api::<ResourceBinding>::namespaced(cp.clone(), "default");
+    if status {
+        api.patch_status("web-deployment", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    } else {
+        api.patch("web-deployment", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_scheduler_leaves_a_binding_alone_when_nothing_it_reads_changed() {
+    let env = propagated("1s", &[]).await;
+    let cp = env.control_plane_client().await;
+    wait_settled(&env).await;
+
+    // Another writer's annotation, then new per-cluster reports of a binding without failover
+    // (as execution writes them): the scheduler's watch delivers both, and neither queues the
+    // binding nor makes an attempt.
+    let before = scheduler_counts(&env).await;
+    patch_web_binding(
+        &cp,
+        false,
+        json!({"metadata": {"annotations": {"example.com/owner": "team-web"}}}),
+    )
+    .await;
+    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
+        .get("web-deployment")
+        .await
+        .unwrap();
+    let mut reports = binding.status.unwrap_or_default().aggregated_status;
+    assert_eq!(reports.len(), 2, "{reports:?}");
+    for report in &mut reports {
+        report.status = Some(json!({"replicas": 1, "readyReplicas": 0}));
+    }
+    patch_web_binding(&cp, true, json!({"status": {"aggregatedStatus": reports}})).await;
+    wait_until("the scheduler to see both changes", TIMEOUT, || async {
+        (scheduler_counts(&env).await.left_alone >= before.left_alone + 2.0).then_some(())
+    })
+    .await;
+    let after = scheduler_counts(&env).await;
+    assert_eq!(
+        (after.queued, after.attempts),
+        (before.queued, before.attempts),
+        "nothing queued, no attempt: {before:?} -> {after:?}"
+    );
+
+    // A condition is read (the status patch writes the whole list back): the change queues
+    // the binding, and the attempt writes nothing and keeps the other writer's condition.
+    let before = after;
+    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
+        .get("web-deployment")
+        .await
+        .unwrap();
+    let mut conditions = binding.status.unwrap_or_default().conditions;
+    conditions.push(Condition {
+        type_: "Reviewed".into(),
+        status: "True".into(),
+        reason: "Reviewed".into(),
+        message: "reviewed by the web team".into(),
+        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+        observed_generation: binding.metadata.generation,
+    });
+    patch_web_binding(&cp, true, json!({"status": {"conditions": conditions}})).await;
+    wait_until("the scheduler to schedule web again", TIMEOUT, || async {
+        let now = scheduler_counts(&env).await;
+        (now.queued > before.queued && now.unchanged > before.unchanged).then_some(())
+    })
+    .await;
+    let after = scheduler_counts(&env).await;
+    assert_eq!(
+        after.attempts - before.attempts,
+        after.unchanged - before.unchanged,
+        "every attempt wrote nothing: {before:?} -> {after:?}"
+    );
+    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
+        .get("web-deployment")
+        .await
+        .unwrap();
+    let conditions = binding.status.unwrap_or_default().conditions;
+    assert!(
+        conditions.iter().any(|c| c.type_ == "Reviewed"),
+        "the other writer's condition stays: {conditions:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_resync_leaves_settled_bindings_and_works_alone() {
+    let env = propagated("1s", &[]).await;
+    let cp = env.control_plane_client().await;
+
+    // Two bindings dispatched to two members, four Works applied: once their reports are in
+    // execution's caches (the members' simulated workload status included), a resync pass (every
+    // second here) finds every binding and Work settled. Two passes' worth of them go by during
+    // which the resync queues nothing and execution reads no binding and no Work; a resync that
+    // queued them would read each at every pass.
+    wait_settled(&env).await;
 
     // Another writer removes web's FullyApplied: a status change alone does not queue the
     // binding (its watch event leaves the signature as it was), but web is no longer settled,

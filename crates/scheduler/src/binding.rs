@@ -93,7 +93,9 @@ pub struct CachedBinding {
     pub spec: ResourceBindingSpec,
     /// The status. Of execution's per-cluster items (never written here: the status patch
     /// names the scheduler's fields only) failover reads whether each cluster applied and its
-    /// health; each item's member-object status and apply message are dropped.
+    /// health, and only for a binding that has graceful eviction tasks or application failover
+    /// ([`reads_placement_health`]); the items of any other binding are dropped, and each item's
+    /// member-object status and apply message always are.
     pub status: Option<ResourceBindingStatus>,
 }
 
@@ -102,9 +104,8 @@ impl CachedBinding {
     /// `CachedBinding` lives for one scheduling attempt (what the watch cache keeps is a
     /// [`StoredBinding`]).
     pub fn of<K: BindingObject>(mut binding: K) -> Self {
-        drop_member_statuses(binding.binding_status_mut());
-        let status = binding.binding_status_mut().take();
         let spec = std::mem::take(binding.binding_spec_mut());
+        let status = unread_status_dropped(&spec, binding.binding_status_mut().take());
         let facts = Facts::of(binding.meta());
         Self {
             kind: K::KIND,
@@ -185,6 +186,18 @@ pub struct StoredBinding {
 /// The codec of [`StoredBinding`] bodies: its dictionaries are learned from the bindings it packs.
 static BODIES: Codec = Codec::new();
 
+/// `version` as the resourceVersion text it was parsed from; `None` for 0 (absent or not a
+/// number).
+fn version_text(version: u64) -> Option<Box<str>> {
+    (version != 0).then(|| version.to_string().into())
+}
+
+/// Whether [`version_text`] of `version`, parsed from `text`, gives `text` back: digits only,
+/// without a sign or leading zeros.
+fn reads_back_from(version: u64, text: &str) -> bool {
+    version != 0 && !text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// What scheduling reads of a binding's metadata, borrowed from it.
 struct Facts<'a> {
     namespace: Option<&'a str>,
@@ -219,15 +232,35 @@ impl<'a> Facts<'a> {
     }
 }
 
-/// Of execution's per-cluster items in `status.aggregatedStatus`, failover reads whether each
-/// cluster applied and its health; each item's member-object status and apply message go.
-fn drop_member_statuses(status: &mut Option<ResourceBindingStatus>) {
-    if let Some(status) = status {
-        for item in &mut status.aggregated_status {
-            item.status = None;
-            item.applied_message = None;
+/// Whether scheduling reads a binding's `status.aggregatedStatus`: only failover does, to end
+/// graceful eviction tasks once the placement is healthy and to evict a cluster whose
+/// application stays unhealthy (`spec.failover.application`). A binding with neither never
+/// needs its clusters' reports.
+pub fn reads_placement_health(spec: &ResourceBindingSpec) -> bool {
+    !spec.graceful_eviction_tasks.is_empty()
+        || spec.failover.as_ref().is_some_and(|f| f.application.is_some())
+}
+
+/// `status` without what scheduling does not read: of execution's per-cluster items in
+/// `status.aggregatedStatus`, failover reads whether each cluster applied and its health, and
+/// only when [`reads_placement_health`]; each item's member-object status and apply message
+/// always go, the items themselves for every other binding. The conditions stay whole: the
+/// status patch replaces the list.
+fn unread_status_dropped(
+    spec: &ResourceBindingSpec,
+    mut status: Option<ResourceBindingStatus>,
+) -> Option<ResourceBindingStatus> {
+    if let Some(status) = &mut status {
+        if reads_placement_health(spec) {
+            for item in &mut status.aggregated_status {
+                item.status = None;
+                item.applied_message = None;
+            }
+        } else {
+            status.aggregated_status = Vec::new();
         }
     }
+    status
 }
 
 /// The parts of a [`CachedBinding`] a [`StoredBinding`] keeps as JSON, as written.
@@ -282,9 +315,8 @@ impl StoredBinding {
     /// The stored form of `binding` as the watch delivers it (written from it, without the
     /// copy a [`CachedBinding`] would make).
     pub fn of<K: BindingObject>(mut binding: K) -> Self {
-        drop_member_statuses(binding.binding_status_mut());
-        let status = binding.binding_status_mut().take();
         let spec = std::mem::take(binding.binding_spec_mut());
+        let status = unread_status_dropped(&spec, binding.binding_status_mut().take());
         Self::store(K::KIND, Facts::of(binding.meta()), &spec, &status)
     }
 
@@ -294,9 +326,13 @@ impl StoredBinding {
         spec: &ResourceBindingSpec,
         status: &Option<ResourceBindingStatus>,
     ) -> Self {
+        let version = facts.resource_version.and_then(|v| v.parse().ok()).unwrap_or(0);
         let stored = StoredRef {
             uid: facts.uid,
-            resource_version: facts.resource_version,
+            // Kept as `version` when that reads back as the same text (it always does from
+            // flotilla-apiserver and kube-apiserver), so that two versions of a binding that
+            // differ only in it pack to the same bytes (see [`StoredBinding::schedules_as`]).
+            resource_version: facts.resource_version.filter(|v| !reads_back_from(version, v)),
             generation: facts.generation,
             deleting: facts.deleting,
             lazy: facts.lazy,
@@ -315,7 +351,7 @@ impl StoredBinding {
                 .as_ref()
                 .and_then(|s| flotilla_api::conditions::find(&s.conditions, SCHEDULED))
                 .is_some_and(|c| c.status == "False"),
-            version: facts.resource_version.and_then(|v| v.parse().ok()).unwrap_or(0),
+            version,
             body,
         }
     }
@@ -323,6 +359,21 @@ impl StoredBinding {
     /// `metadata.resourceVersion` as an integer (`None` when it is absent or not one).
     pub fn resource_version(&self) -> Option<u64> {
         (self.version != 0).then_some(self.version)
+    }
+
+    /// Whether scheduling reads the same of this binding as of `other`: the same binding with
+    /// the same record, so an attempt on one decides what an attempt on the other would.
+    /// Versions that differ only in what the record leaves out (the resourceVersion, other
+    /// writers' annotations, execution's per-cluster reports of a binding without failover)
+    /// schedule alike.
+    ///
+    /// Conservative: the codec learns a new dictionary now and then, and the same record packed
+    /// against another one has other bytes; such versions are taken as different.
+    pub fn schedules_as(&self, other: &StoredBinding) -> bool {
+        self.kind == other.kind
+            && self.namespace == other.namespace
+            && self.name == other.name
+            && self.body == other.body
     }
 
     /// The binding as scheduling reads it.
@@ -342,7 +393,7 @@ impl StoredBinding {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             uid,
-            resource_version,
+            resource_version: resource_version.or_else(|| version_text(self.version)),
             generation,
             deleting,
             lazy,
@@ -534,9 +585,19 @@ mod tests {
         binding
     }
 
+    /// [`stored_binding`] with application failover: its clusters' reports are read.
+    fn failing_over_binding() -> ResourceBinding {
+        let mut binding = stored_binding();
+        binding.spec.failover = Some(flotilla_api::policy::FailoverBehavior {
+            application: Some(Default::default()),
+            ..Default::default()
+        });
+        binding
+    }
+
     #[test]
     fn a_cached_binding_keeps_what_scheduling_reads_and_drops_the_rest() {
-        let binding = stored_binding();
+        let binding = failing_over_binding();
         let cached = CachedBinding::of(binding.clone());
         assert_eq!(cached.key().to_string(), "ResourceBinding default/web-deployment");
         assert_eq!(cached.resource_version.as_deref(), Some("42"));
@@ -557,6 +618,17 @@ mod tests {
             (item.status.as_ref(), item.applied_message.as_ref()),
             (None, None)
         );
+
+        // Without failover and eviction tasks, nothing reads the clusters' reports.
+        let cached = CachedBinding::of(stored_binding());
+        let status = cached.status.unwrap();
+        assert!(status.aggregated_status.is_empty());
+        assert_eq!(status.scheduler_observed_generation, Some(1));
+        let mut evicting = stored_binding();
+        evicting.spec.graceful_eviction_tasks = vec![Default::default()];
+        assert!(reads_placement_health(&evicting.spec));
+        let cached = CachedBinding::of(evicting);
+        assert_eq!(cached.status.unwrap().aggregated_status.len(), 1);
 
         let mut eager = binding.clone();
         eager.metadata.annotations = None;
@@ -606,6 +678,95 @@ mod tests {
             ),
             (None, 0, false)
         );
+    }
+
+    #[test]
+    fn a_resource_version_reads_back_whether_or_not_it_is_a_plain_number() {
+        for version in ["42", "0", "007", "+5", "abc", "18446744073709551616"] {
+            let mut binding = stored_binding();
+            binding.metadata.resource_version = Some(version.into());
+            let stored = StoredBinding::of(binding.clone());
+            assert_eq!(
+                stored.binding().resource_version.as_deref(),
+                Some(version),
+                "{version}"
+            );
+            assert_eq!(stored.binding(), CachedBinding::of(binding));
+        }
+        let mut binding = stored_binding();
+        binding.metadata.resource_version = None;
+        assert_eq!(StoredBinding::of(binding).binding().resource_version, None);
+    }
+
+    /// Whether `b` schedules as `a`, both packed against the same dictionary (other tests pack
+    /// bindings at the same time, and the codec may learn a new one in between).
+    fn schedule_alike(a: &ResourceBinding, b: &ResourceBinding) -> bool {
+        loop {
+            let learned = BODIES.dictionaries();
+            let (a, b) = (StoredBinding::of(a.clone()), StoredBinding::of(b.clone()));
+            if BODIES.dictionaries() == learned {
+                return b.schedules_as(&a);
+            }
+        }
+    }
+
+    #[test]
+    fn versions_that_change_nothing_scheduling_reads_schedule_alike() {
+        use flotilla_api::work::ResourceHealth;
+        let before = stored_binding();
+        // Another writer's annotation, a new resourceVersion, new reports of the clusters of a
+        // binding without failover.
+        let mut other_writer = stored_binding();
+        other_writer.metadata.resource_version = Some("43".into());
+        other_writer
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("resourcebinding.karmada.io/dependencies".into(), "[]".into());
+        let reports = &mut other_writer.status.as_mut().unwrap().aggregated_status;
+        reports[0].health = Some(ResourceHealth::Unhealthy);
+        reports[0].status = Some(serde_json::json!({"readyReplicas": 0}));
+        assert!(schedule_alike(&before, &other_writer));
+        let after = StoredBinding::of(other_writer);
+        assert_eq!(after.resource_version(), Some(43));
+        assert_eq!(after.binding().resource_version.as_deref(), Some("43"));
+
+        // What scheduling reads: the spec, the generation, any condition, the annotations it
+        // reads, and the reports of a binding with failover.
+        let changes: [fn(&mut ResourceBinding); 5] = [
+            |b| b.spec.replicas = 4,
+            |b| b.metadata.generation = Some(3),
+            |b| {
+                b.status.as_mut().unwrap().conditions = vec![Condition {
+                    type_: "FullyApplied".into(),
+                    status: "True".into(),
+                    reason: "FullyAppliedSuccess".into(),
+                    message: String::new(),
+                    last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+                    observed_generation: Some(2),
+                }]
+            },
+            |b| b.metadata.annotations = None,
+            |b| b.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        ];
+        for change in changes {
+            let mut changed = stored_binding();
+            change(&mut changed);
+            assert!(!schedule_alike(&before, &changed));
+        }
+        let failing_over = failing_over_binding();
+        let mut unhealthy = failing_over_binding();
+        unhealthy.status.as_mut().unwrap().aggregated_status[0].health = Some(ResourceHealth::Unhealthy);
+        assert!(!schedule_alike(&failing_over, &unhealthy));
+        let mut member_status_only = failing_over_binding();
+        member_status_only.status.as_mut().unwrap().aggregated_status[0].status = None;
+        assert!(schedule_alike(&failing_over, &member_status_only));
+
+        // Another binding with the same record is another binding.
+        let mut renamed = stored_binding();
+        renamed.metadata.name = Some("web2-deployment".into());
+        assert!(!schedule_alike(&before, &renamed));
     }
 
     #[test]

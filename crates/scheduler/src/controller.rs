@@ -1,9 +1,10 @@
 //! The watch side: per binding kind, a watch into a cache of [`StoredBinding`]s (ADR 0016,
 //! 0018, 0019) and a work queue of binding keys, drained by workers that schedule each binding.
-//! A binding is queued whenever it changes, and every binding whenever the cluster inventory
-//! changes and once every [`RESYNC`]. Scheduling a binding whose inputs did not change
-//! recomputes its result in memory and writes nothing, so this is cheap and needs no
-//! bookkeeping of which binding "needs" scheduling.
+//! A binding is queued whenever what scheduling reads of it changes
+//! ([`StoredBinding::schedules_as`]), and every binding whenever the cluster inventory changes
+//! and once every [`RESYNC`]. Scheduling a binding whose inputs did not change recomputes its
+//! result in memory and writes nothing, so this is cheap and needs no bookkeeping of which
+//! binding "needs" scheduling; a change that leaves those inputs alone is not queued at all.
 //!
 //! A missed gRPC call, a scheduler restart, a joined, removed or NotReady cluster, a changed
 //! placement or a reschedule request all arrive here as watch events.
@@ -123,9 +124,18 @@ pub fn start<K: BindingObject>(
             StoredBinding::of::<K>,
             move |update| {
                 match update {
-                    Update::Applied { new, .. } => {
+                    Update::Applied { old, new } => {
                         let key = new.key();
                         ctx.attempts.caught_up(&key, new.resource_version());
+                        // The version before was queued when it arrived; an attempt on this
+                        // one would decide the same when scheduling reads the same of both
+                        // (execution's reports of a binding without failover, other writers'
+                        // annotations).
+                        let queued = !old.is_some_and(|old| new.schedules_as(old));
+                        metrics().binding_event(queued);
+                        if !queued {
+                            return;
+                        }
                         if awaits_first_schedule(new) {
                             queue.add_after(key, FIRST_SCHEDULE_GRACE)
                         } else {

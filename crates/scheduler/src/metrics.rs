@@ -21,6 +21,13 @@ struct ScheduleLabels {
     outcome: String,
 }
 
+/// Labels of a binding's watch event.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    /// `true` when the event queued the binding, `false` when nothing scheduling reads changed.
+    queued: String,
+}
+
 /// Labels of a failure.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
@@ -63,6 +70,8 @@ type DurationFamily = Family<ScheduleLabels, Histogram, fn() -> Histogram>;
 /// The scheduler's metrics.
 pub struct Metrics {
     schedules: Family<ScheduleLabels, Counter>,
+    /// The two series of `scheduler_binding_events`: queued, left alone.
+    binding_events: [Counter; 2],
     durations: DurationFamily,
     errors: Family<ErrorLabels, Counter>,
     conflicts: Counter,
@@ -83,8 +92,17 @@ fn duration_histogram() -> Histogram {
 pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(|| {
+        let binding_events = Family::<EventLabels, Counter>::default();
+        // The series are created once and kept (a counter is a shared atomic): counting an
+        // event looks nothing up.
+        let [queued, alone] = ["true", "false"].map(|queued| {
+            binding_events.get_or_create_owned(&EventLabels {
+                queued: queued.to_owned(),
+            })
+        });
         let metrics = Metrics {
             schedules: Family::default(),
+            binding_events: [queued, alone],
             durations: DurationFamily::new_with_constructor(duration_histogram),
             errors: Family::default(),
             conflicts: Counter::default(),
@@ -100,6 +118,11 @@ pub fn metrics() -> &'static Metrics {
             "scheduler_schedules",
             "Bindings scheduled, by kind, trigger (grpc, watch) and outcome",
             metrics.schedules.clone(),
+        );
+        register(
+            "scheduler_binding_events",
+            "Binding changes the watch delivered, by whether they queued the binding (queued=\"false\": nothing scheduling reads changed)",
+            binding_events,
         );
         register(
             "scheduler_schedule_duration_seconds",
@@ -162,6 +185,11 @@ impl Metrics {
         self.durations
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a binding's watch event that queued it (`queued`) or left it alone.
+    pub fn binding_event(&self, queued: bool) {
+        self.binding_events[usize::from(!queued)].inc();
     }
 
     /// Counts a failure during `during`.
