@@ -192,7 +192,9 @@ pub struct BindingView {
     /// `flotilla.io/traceparent`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
-    /// `status.conditions`.
+    /// `status.conditions` of a binding no policy claims (an attached binding: its
+    /// `DependencyConflict` condition is written here, with the list it replaces); empty for a
+    /// claimed binding, whose conditions the distributor never reads.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -211,13 +213,14 @@ impl BindingView {
             .as_deref()
             .and_then(|value| parse_dependencies_annotation(value).ok())
             .unwrap_or_default();
+        let claimed = is_claimed(meta);
         Self {
             key,
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
             generation: meta.generation,
             deleting: meta.deletion_timestamp.is_some(),
-            claimed: is_claimed(meta),
+            claimed,
             propagate_deps: spec.propagate_deps,
             resource: spec.resource.clone(),
             clusters: spec.clusters.clone(),
@@ -229,7 +232,7 @@ impl BindingView {
             dependencies_annotation,
             fingerprint: annotation(TEMPLATE_FINGERPRINT_ANNOTATION),
             traceparent: annotation(TRACE_PARENT_ANNOTATION),
-            conditions: conditions.to_vec(),
+            conditions: if claimed { Vec::new() } else { conditions.to_vec() },
         }
     }
 
@@ -588,9 +591,18 @@ mod tests {
                 dependencies_annotation: Some(dependencies.into()),
                 fingerprint: Some("abc".into()),
                 traceparent: Some("00-1-2-01".into()),
-                conditions: binding.status.as_ref().unwrap().conditions.clone(),
+                // Claimed: its conditions are not the distributor's to write.
+                conditions: Vec::new(),
             }
         );
+        // An attached binding's are.
+        let mut attached = binding.clone();
+        attached.metadata.annotations = None;
+        attached.metadata.labels = None;
+        let attached = BindingView::of_resource_binding(&attached);
+        assert!(!attached.claimed);
+        assert_eq!(attached.conditions, binding.status.as_ref().unwrap().conditions);
+        assert_eq!(StoredView::of(&attached).view(), attached);
         assert_eq!(view.dependencies.len(), 1);
         // The cache keeps it packed: it reads back whole, every field set or none.
         assert_eq!(StoredView::of(&view).view(), view);
