@@ -5,7 +5,8 @@
 //! - [`policy`]: `policy.karmada.io/v1alpha1` PropagationPolicy and ClusterPropagationPolicy;
 //! - [`overrides`]: `policy.karmada.io/v1alpha1` OverridePolicy and ClusterOverridePolicy;
 //! - [`work`]: `work.karmada.io/v1alpha2` ResourceBinding and ClusterResourceBinding, and
-//!   `work.karmada.io/v1alpha1` Work;
+//!   `work.karmada.io/v1alpha1` Work; [`watched`]: bindings as the services' watches decode
+//!   them, without the member objects' statuses;
 //! - [`taint_policy`]: `policy.karmada.io/v1alpha1` ClusterTaintPolicy;
 //! - [`cluster`]: `cluster.karmada.io/v1alpha1` Cluster, and [`cluster_affinity`], which
 //!   clusters a `ClusterAffinity` selects;
@@ -41,6 +42,7 @@ pub mod policy;
 pub mod revision;
 pub mod taint_policy;
 pub mod validation;
+pub mod watched;
 pub mod well_known;
 pub mod work;
 

@@ -50,6 +50,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use flotilla_api::watched::Watched;
 use flotilla_api::{ClusterResourceBinding, ResourceBinding};
 use flotilla_proto::v1::dependency_distributor_server::DependencyDistributorServer;
 use flotilla_proto::v1::scheduler_client::SchedulerClient;
@@ -267,18 +268,18 @@ pub async fn run(args: Args) -> Result<(), ServiceError> {
     ));
     tokio::spawn(watch::watch_bindings(
         ctx.clone(),
-        Api::<ResourceBinding>::all(client.clone()),
+        Api::<Watched<ResourceBinding>>::all(client.clone()),
         rb_writer,
-        |binding| BindingView::of_resource_binding(&binding),
+        |binding| BindingView::of_resource_binding(&binding.into_binding()),
         SyncPart::ResourceBindings,
         gate.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(watch::watch_bindings(
         ctx.clone(),
-        Api::<ClusterResourceBinding>::all(client.clone()),
+        Api::<Watched<ClusterResourceBinding>>::all(client.clone()),
         crb_writer,
-        |binding| BindingView::of_cluster_resource_binding(&binding),
+        |binding| BindingView::of_cluster_resource_binding(&binding.into_binding()),
         SyncPart::ClusterResourceBindings,
         gate.clone(),
         shutdown.clone(),

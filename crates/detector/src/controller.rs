@@ -19,6 +19,7 @@ use flotilla_api::overrides::{
     ClusterOverridePolicy, OverridePolicy, OverridePolicyKind, OverridePolicyStatus,
 };
 use flotilla_api::policy::{ClusterPropagationPolicy, PolicyStatus, PropagationPolicy, PropagationSpec};
+use flotilla_api::watched::Watched;
 use flotilla_api::well_known::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
     PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL, reasons,
@@ -341,9 +342,9 @@ impl Detector {
     ) {
         let this = Arc::clone(&self);
         let rbs = cache::run(
-            Api::<ResourceBinding>::all(self.client.clone()),
+            Api::<Watched<ResourceBinding>>::all(self.client.clone()),
             rb,
-            |binding| CachedBinding::of_resource_binding(&binding),
+            |binding| CachedBinding::of_resource_binding(&binding.into_binding()),
             move |update| match update {
                 Update::Synced => {
                     this.synced.resource_bindings.store(true, Ordering::Release);
@@ -354,9 +355,9 @@ impl Detector {
         );
         let this = Arc::clone(&self);
         let crbs = cache::run(
-            Api::<ClusterResourceBinding>::all(self.client.clone()),
+            Api::<Watched<ClusterResourceBinding>>::all(self.client.clone()),
             crb,
-            |binding| CachedBinding::of_cluster_resource_binding(&binding),
+            |binding| CachedBinding::of_cluster_resource_binding(&binding.into_binding()),
             move |update| match update {
                 Update::Synced => {
                     this.synced

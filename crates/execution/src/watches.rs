@@ -15,6 +15,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
+use flotilla_api::watched::Watched;
 use flotilla_api::well_known::cluster_of_execution_namespace;
 use flotilla_api::{Cluster, ClusterResourceBinding, ClusterTaintPolicy, ResourceBinding, Work};
 use flotilla_overrides::ClusterFacts;
@@ -101,16 +102,16 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     let client = ctx.client.clone();
     spawn_cache(
         ctx,
-        Api::<ResourceBinding>::all(client.clone()),
+        Api::<Watched<ResourceBinding>>::all(client.clone()),
         writers.bindings,
-        CachedBinding::from,
+        |binding| CachedBinding::from(binding.into_binding()),
         queue_binding(ctx),
     );
     spawn_cache(
         ctx,
-        Api::<ClusterResourceBinding>::all(client.clone()),
+        Api::<Watched<ClusterResourceBinding>>::all(client.clone()),
         writers.cluster_bindings,
-        CachedBinding::from,
+        |binding| CachedBinding::from(binding.into_binding()),
         queue_binding(ctx),
     );
     {

@@ -4,19 +4,20 @@
 
 use std::fmt;
 
+use flotilla_api::watched::WatchedKind;
 use flotilla_api::well_known::conditions::SCHEDULED;
 use flotilla_api::well_known::{ACTIVATION_PREFERENCE_ANNOTATION, TRACE_PARENT_ANNOTATION};
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_proto::v1::{BindingKind, BindingRef};
 use flotilla_runtime::packed::{Codec, Packed};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// A ResourceBinding or ClusterResourceBinding: the service treats both alike.
 pub trait BindingObject:
-    Resource<DynamicType = ()> + Clone + fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+    WatchedKind + Clone + fmt::Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
     /// Which kind this is.
     const KIND: BindingKind;

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flotilla_api::watched::Watched;
 use flotilla_proto::v1::BindingKind;
 use flotilla_runtime::cache::{self, Cache, Update};
 use flotilla_runtime::queue::WorkQueue;
@@ -119,9 +120,9 @@ pub fn start<K: BindingObject>(
         let queue = queue.clone();
         let ctx = ctx.clone();
         background.spawn(cache::run(
-            Api::<K>::all(client),
+            Api::<Watched<K>>::all(client),
             writer,
-            StoredBinding::of::<K>,
+            |binding| StoredBinding::of::<K>(binding.into_binding()),
             move |update| {
                 match update {
                     Update::Applied { old, new } => {
