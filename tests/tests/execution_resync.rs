@@ -233,6 +233,14 @@ async fn scheduler_counts(env: &Env) -> SchedulerCounts {
     }
 }
 
+/// `web`'s binding.
+async fn web_binding(cp: &Client) -> ResourceBinding {
+    Api::<ResourceBinding>::namespaced(cp.clone(), "default")
+        .get("web-deployment")
+        .await
+        .unwrap()
+}
+
 /// Another writer's change of `web`'s binding.
 async fn patch_web_binding(cp: &Client, status: bool, patch: serde_json::Value) {
     let api = Api::<ResourceBinding>::namespaced(cp.clone(), "default");
@@ -263,10 +271,7 @@ async fn the_scheduler_leaves_a_binding_alone_when_nothing_it_reads_changed() {
         json!({"metadata": {"annotations": {"example.com/owner": "team-web"}}}),
     )
     .await;
-    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
-        .get("web-deployment")
-        .await
-        .unwrap();
+    let binding = web_binding(&cp).await;
     let mut reports = binding.status.unwrap_or_default().aggregated_status;
     assert_eq!(reports.len(), 2, "{reports:?}");
     for report in &mut reports {
@@ -287,10 +292,7 @@ async fn the_scheduler_leaves_a_binding_alone_when_nothing_it_reads_changed() {
     // A condition is read (the status patch writes the whole list back): the change queues
     // the binding, and the attempt writes nothing and keeps the other writer's condition.
     let before = after;
-    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
-        .get("web-deployment")
-        .await
-        .unwrap();
+    let binding = web_binding(&cp).await;
     let mut conditions = binding.status.unwrap_or_default().conditions;
     conditions.push(Condition {
         type_: "Reviewed".into(),
@@ -312,10 +314,7 @@ async fn the_scheduler_leaves_a_binding_alone_when_nothing_it_reads_changed() {
         after.unchanged - before.unchanged,
         "every attempt wrote nothing: {before:?} -> {after:?}"
     );
-    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
-        .get("web-deployment")
-        .await
-        .unwrap();
+    let binding = web_binding(&cp).await;
     let conditions = binding.status.unwrap_or_default().conditions;
     assert!(
         conditions.iter().any(|c| c.type_ == "Reviewed"),
