@@ -38,7 +38,8 @@ pub struct TemplateRef {
 }
 
 impl TemplateRef {
-    fn key(&self) -> TemplateKey {
+    /// The template's key.
+    pub fn key(&self) -> TemplateKey {
         TemplateKey::new(
             Gvk::new(&self.api_version, &self.kind),
             self.namespace.as_deref(),

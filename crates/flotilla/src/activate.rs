@@ -721,11 +721,7 @@ async fn wait_refreshed(
                 .as_ref()
                 .map(|(_, g)| g.as_str())
                 .unwrap_or_default();
-            let key = flotilla_detector::keys::TemplateKey::new(
-                flotilla_detector::keys::Gvk::new(&candidate.template.api_version, &candidate.template.kind),
-                candidate.template.namespace.as_deref(),
-                candidate.template.name.as_str(),
-            );
+            let key = candidate.template.key();
             let view = flotilla_detector::api::BindingApi::for_template(client, &key)
                 .get(&key.binding_name())
                 .await
