@@ -83,18 +83,25 @@ async fn resync_counters(env: &Env) -> Counters {
     }
 }
 
+/// The sum of the series of metric `family` in `/metrics` text `body` whose labels include
+/// every one of `labels` (`name="value"`).
+fn series_sum(body: &str, family: &str, labels: &[&str]) -> f64 {
+    let prefix = format!("{family}{{");
+    body.lines()
+        .filter(|line| line.starts_with(&prefix) && labels.iter().all(|l| line.contains(l)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Execution's GETs of `resource`, as its `flotilla_control_plane_requests_total` counts them.
 async fn reads(env: &Env, resource: &str) -> f64 {
     let (_, body) = env.http_get(Service::Execution, "/metrics").await.unwrap();
     let resource = format!(r#"resource="{resource}""#);
-    body.lines()
-        .filter(|line| {
-            line.starts_with("flotilla_control_plane_requests_total{")
-                && line.contains(r#"verb="get""#)
-                && line.contains(&resource)
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    series_sum(
+        &body,
+        "flotilla_control_plane_requests_total",
+        &[r#"verb="get""#, &resource],
+    )
 }
 
 /// The `FullyApplied` condition of `name`'s binding in `default`: status and observed
@@ -216,14 +223,9 @@ struct SchedulerCounts {
 
 async fn scheduler_counts(env: &Env) -> SchedulerCounts {
     let (_, body) = env.http_get(Service::Scheduler, "/metrics").await.unwrap();
-    let sum = |prefix: &str, filters: &[&str]| -> f64 {
-        body.lines()
-            .filter(|line| line.starts_with(prefix) && filters.iter().all(|f| line.contains(f)))
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
-    let events = "flotilla_scheduler_binding_events_total{";
-    let attempts = "flotilla_scheduler_schedules_total{";
+    let sum = |family: &str, labels: &[&str]| series_sum(&body, family, labels);
+    let events = "flotilla_scheduler_binding_events_total";
+    let attempts = "flotilla_scheduler_schedules_total";
     let watch = r#"trigger="watch""#;
     SchedulerCounts {
         queued: sum(events, &[r#"queued="true""#]),
