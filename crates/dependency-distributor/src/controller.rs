@@ -327,15 +327,15 @@ impl Context {
             return Ok(TemplateDependencies::Found(vec![]));
         };
         let api = dynamic_api(&self.client, &kind, resource.namespace.as_deref());
-        let Some(template) = api
-            .get_opt(&resource.name)
+        // A JSON tree without managedFields (`flotilla_runtime::object`): the dependency rules
+        // read the spec.
+        let Some(value) = flotilla_runtime::object::get(&self.client, api.resource_url(), &resource.name)
             .await
             .map_err(api_error("read", &template_name))?
         else {
             debug!(binding = %view.key, "the template is gone; no dependencies");
             return Ok(TemplateDependencies::Found(vec![]));
         };
-        let value = serde_json::to_value(&template).unwrap_or(Value::Null);
         let rules = self
             .rules
             .read()
@@ -742,17 +742,17 @@ impl Context {
             return Ok(None);
         }
         let api = dynamic_api(&self.client, &kind, dep.namespace.as_deref());
-        let Some(object) = api
-            .get_opt(&dep.name)
+        // A JSON tree without managedFields, which the fingerprint does not cover.
+        let Some(value) = flotilla_runtime::object::get(&self.client, api.resource_url(), &dep.name)
             .await
             .map_err(api_error("read", &object_name))?
         else {
             return Ok(None);
         };
-        let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+        let text = |pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
         Ok(Some(ObjectState {
-            uid: object.metadata.uid.clone(),
-            resource_version: object.metadata.resource_version.clone(),
+            uid: text("/metadata/uid"),
+            resource_version: text("/metadata/resourceVersion"),
             fingerprint: fingerprint(&value),
         }))
     }

@@ -203,11 +203,16 @@ pub fn template_api(client: &Client, resource: &ApiResource, key: &TemplateKey) 
 /// A template as JSON with `apiVersion` and `kind` set (list and watch items may lack them).
 pub fn template_json(object: &DynamicObject, gvk: &Gvk) -> Value {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+    with_type(&mut value, gvk);
+    value
+}
+
+/// Sets a template's `apiVersion` and `kind`.
+fn with_type(value: &mut Value, gvk: &Gvk) {
     if let Some(map) = value.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(gvk.api_version.to_string()));
         map.insert("kind".into(), Value::String(gvk.kind.to_string()));
     }
-    value
 }
 
 /// Reads a template; `None` when it does not exist.
@@ -216,15 +221,20 @@ pub async fn get_template(
     resource: &ApiResource,
     key: &TemplateKey,
 ) -> Result<Option<Value>, ApiError> {
-    let object = template_api(client, resource, key)
-        .get_opt(&key.name)
+    // Decoded once, as a JSON tree without managedFields (`flotilla_runtime::object`): a
+    // binding's content drops them.
+    let url_path = <DynamicObject as kube::Resource>::url_path(resource, key.namespace.as_deref());
+    let object = flotilla_runtime::object::get(client, &url_path, &key.name)
         .await
         .map_err(|source| ApiError::Kube {
             action: "reading template",
             object: key.to_string(),
             source,
         })?;
-    Ok(object.map(|o| template_json(&o, &key.gvk)))
+    Ok(object.map(|mut value| {
+        with_type(&mut value, &key.gvk);
+        value
+    }))
 }
 
 /// Merge-patches a template; `Ok(false)` when it no longer exists.

@@ -496,9 +496,11 @@ async fn apply_manifest_inner(
     };
     let resource = kind.resource.plural.clone();
     ensure_watch(ctx, member, client, &kind);
-    let api = kind.api(&client.api, &identity.namespace);
-    let live = match api.get_opt(&identity.name).await {
-        Ok(live) => live.and_then(|o| serde_json::to_value(o).ok()),
+    // Member objects are read and written as JSON trees without their managedFields
+    // (`flotilla_runtime::object`): ownership, revisions and health read nothing else.
+    let url_path = kind.url_path(&identity.namespace);
+    let live = match flotilla_runtime::object::get(&client.api, &url_path, &identity.name).await {
+        Ok(live) => live,
         Err(error) => {
             return failed(
                 Outcome::from_error(member_error(&member.name, format!("read {identity}"), error)),
@@ -606,25 +608,30 @@ async fn apply_manifest_inner(
         identity.namespace.clone(),
         identity.name.clone(),
     ));
-    let answer = api.patch(&identity.name, &params, &Patch::Apply(&body)).await;
+    let answer = flotilla_runtime::object::patch(
+        &client.api,
+        &url_path,
+        &identity.name,
+        &params,
+        &Patch::Apply(&body),
+    )
+    .await;
     in_flight.end(
         answer
             .as_ref()
             .ok()
-            .and_then(|applied| applied.metadata.resource_version.as_deref()),
+            .and_then(|applied| applied.pointer("/metadata/resourceVersion"))
+            .and_then(Value::as_str),
         live.as_ref()
             .and_then(|live| live.pointer("/metadata/resourceVersion"))
             .and_then(Value::as_str),
     );
     match answer {
-        Ok(applied) => {
-            let applied = serde_json::to_value(applied).ok();
-            ManifestResult {
-                outcome: Outcome::Applied,
-                status: status_of(applied.as_ref()),
-                applied_revision: Some(desired_revision),
-            }
-        }
+        Ok(applied) => ManifestResult {
+            outcome: Outcome::Applied,
+            status: status_of(Some(&applied)),
+            applied_revision: Some(desired_revision),
+        },
         Err(error) => {
             if is_status(&error, 404) {
                 // The kind may have been removed and re-added (a CRD); look it up again.
@@ -676,11 +683,13 @@ async fn finalize_work(
                 Err(error) => return Err(member_error(&member.name, format!("discover {identity}"), error)),
             };
             let object_api = kind.api(&client.api, &identity.namespace);
-            let live = object_api
-                .get_opt(&identity.name)
-                .await
-                .map_err(|e| member_error(&member.name, format!("read {identity}"), e))?
-                .and_then(|o| serde_json::to_value(o).ok());
+            let live = flotilla_runtime::object::get(
+                &client.api,
+                &kind.url_path(&identity.namespace),
+                &identity.name,
+            )
+            .await
+            .map_err(|e| member_error(&member.name, format!("read {identity}"), e))?;
             if ownership(live.as_ref(), &work_ref) != Ownership::Ours {
                 continue;
             }

@@ -682,15 +682,15 @@ async fn get_template(ctx: &Context, spec: &ResourceBindingSpec) -> Result<Optio
         .map_err(ExecutionError::control_plane(format!(
             "discover the resource of {what}"
         )))?;
-    let api = kind.api(&ctx.client, resource.namespace.as_deref().unwrap_or(""));
-    let template = api
-        .get_opt(&resource.name)
+    // Read as a JSON tree without managedFields: a Work's manifest drops them.
+    let url_path = kind.url_path(resource.namespace.as_deref().unwrap_or(""));
+    let template = flotilla_runtime::object::get(&ctx.client, &url_path, &resource.name)
         .await
         .map_err(ExecutionError::control_plane(format!("read template {what}")))?;
-    let template = template.filter(|t| resource.uid.is_none() || t.metadata.uid == resource.uid);
-    template
-        .map(|t| serde_json::to_value(t).map_err(|e| ExecutionError::NotReady(format!("{what}: {e}"))))
-        .transpose()
+    Ok(template.filter(|t| {
+        resource.uid.is_none()
+            || t.pointer("/metadata/uid").and_then(Value::as_str) == resource.uid.as_deref()
+    }))
 }
 
 /// Writes the binding's `aggregatedStatus` and `FullyApplied`, and the template's status,

@@ -12,7 +12,6 @@
 //! The write itself is unchanged: same path, body, content type, parameters and
 //! preconditions; errors (409 Conflict, 404, 422) come back as from any other write.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
 use kube::core::Request;
 use serde::Deserialize;
@@ -24,11 +23,23 @@ pub const METADATA_ACCEPT: &str = "application/json;as=PartialObjectMetadata;g=m
 #[derive(Deserialize)]
 struct Answer {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: Written,
+}
+
+/// What a write's answer tells of the written object: its new `resourceVersion` and
+/// `generation`. The rest of its metadata (labels, annotations, and `managedFields`, the
+/// largest part) is skipped as the answer is read, not built.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Written {
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
 }
 
 /// Patches `name` under `url_path` (the collection path, as [`kube::Resource::url_path`]
-/// gives it), or its `subresource`, and returns the written object's metadata.
+/// gives it), or its `subresource`, and returns the written object's version ([`Written`]).
 pub async fn patch<P: serde::Serialize>(
     client: &kube::Client,
     url_path: &str,
@@ -36,7 +47,7 @@ pub async fn patch<P: serde::Serialize>(
     subresource: Option<&str>,
     params: &PatchParams,
     patch: &Patch<P>,
-) -> Result<ObjectMeta, kube::Error> {
+) -> Result<Written, kube::Error> {
     let request = Request::new(url_path);
     let mut request = match subresource {
         Some(subresource) => request.patch_subresource(subresource, name, params, patch),
@@ -80,15 +91,22 @@ mod tests {
                 .and_then(|v| v.to_str().ok()),
             Some(METADATA_ACCEPT)
         );
-        // An answer decodes from the server's PartialObjectMetadata.
+        // An answer decodes from the server's PartialObjectMetadata, whatever else it holds.
         let answer: Answer = serde_json::from_value(serde_json::json!({
             "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-            "metadata": {"name": "w", "resourceVersion": "7", "generation": 2}
+            "metadata": {"name": "w", "resourceVersion": "7", "generation": 2,
+                "labels": {"a": "b"},
+                "managedFields": [{"manager": "m", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]}
         }))
         .unwrap_or(Answer {
-            metadata: ObjectMeta::default(),
+            metadata: Written::default(),
         });
-        assert_eq!(answer.metadata.resource_version.as_deref(), Some("7"));
-        assert_eq!(answer.metadata.generation, Some(2));
+        assert_eq!(
+            answer.metadata,
+            Written {
+                resource_version: Some("7".to_owned()),
+                generation: Some(2)
+            }
+        );
     }
 }

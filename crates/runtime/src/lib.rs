@@ -19,6 +19,7 @@
 //! - [`lease`]: the pure decisions behind both (claims, expiry, rendezvous ownership);
 //! - [`requests`]: counting the requests each service sends to the control-plane API;
 //! - [`lean`]: writes answered with the written object's metadata only;
+//! - [`object`]: reading an object of any kind as a JSON tree without its managedFields;
 //! - [`queue`]: the controllers' deduplicating work queue (client-go's workqueue semantics);
 //! - [`watch`]: reflector-backed watches feeding the controllers' queues;
 //! - [`cache`]: compact watch caches holding a value of the caller's type per object;
@@ -35,6 +36,7 @@ pub mod leader;
 pub mod lean;
 pub mod lease;
 pub mod membership;
+pub mod object;
 pub mod ops;
 pub mod packed;
 pub mod queue;

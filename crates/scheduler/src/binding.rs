@@ -153,11 +153,11 @@ impl CachedBinding {
         self.status.as_ref().and_then(|s| s.scheduler_observed_generation)
     }
 
-    /// Records a write answered with `metadata`: the binding is the one written, at the new
+    /// Records a write answered with `written`: the binding is the one written, at the new
     /// resourceVersion and generation.
-    pub fn wrote(&mut self, metadata: ObjectMeta) {
-        self.resource_version = metadata.resource_version.map(Into::into);
-        self.generation = metadata.generation;
+    pub fn wrote(&mut self, written: flotilla_runtime::lean::Written) {
+        self.resource_version = written.resource_version.map(Into::into);
+        self.generation = written.generation;
     }
 }
 
@@ -784,10 +784,9 @@ mod tests {
         assert_eq!(event.name.as_deref(), Some("web-deployment"));
         assert_eq!(event.uid.as_deref(), Some("binding-uid"));
         // A write moves the version and generation the next write and the peers see.
-        cached.wrote(ObjectMeta {
+        cached.wrote(flotilla_runtime::lean::Written {
             resource_version: Some("43".into()),
             generation: Some(3),
-            ..Default::default()
         });
         assert_eq!(cached.resource_version.as_deref(), Some("43"));
         assert_eq!(cached.reference().generation, 3);
