@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::cache::CachedWork;
-use crate::context::{BindingKey, Context};
+use crate::context::{BindingKey, Context, cluster_shard};
 use crate::error::ExecutionError;
 use crate::metrics::metrics;
 use crate::overrides::{
@@ -523,7 +523,7 @@ pub(crate) async fn apply_work(
     };
     ensure_execution_namespace(ctx, &desired.namespace).await?;
     // Answered with metadata only: the Work's manifests are not read back.
-    flotilla_runtime::lean::patch(
+    let written = flotilla_runtime::lean::patch(
         &ctx.client,
         &Work::url_path(&(), Some(&desired.namespace)),
         &desired.name,
@@ -536,6 +536,26 @@ pub(crate) async fn apply_work(
         "write Work {}/{}",
         desired.namespace, desired.name
     )))?;
+    // A Work this write created is what it sent: its cluster's worker (if this replica runs
+    // it) takes it from here instead of reading it back (`crate::created`).
+    if written.created && ctx.owns(&cluster_shard(&desired.cluster)) {
+        let work = Work {
+            metadata: ObjectMeta {
+                name: Some(desired.name.clone()),
+                namespace: Some(desired.namespace.clone()),
+                labels: Some(desired.labels.clone()),
+                annotations: Some(annotations),
+                finalizers: Some(vec![WORK_FINALIZER.to_owned()]),
+                uid: written.uid,
+                resource_version: written.resource_version,
+                generation: written.generation,
+                ..Default::default()
+            },
+            spec: desired.spec.clone(),
+            status: None,
+        };
+        ctx.created_works.leave(work, std::time::Instant::now());
+    }
     Ok(())
 }
 
