@@ -126,11 +126,10 @@ pub async fn reconcile_work(
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
     // A Work a binding worker just created is taken as its create answered it, if the watch
     // cache still holds that generation (`crate::created`); any other is read from the API.
-    let created = ctx.created_works.take_current(
-        &namespace,
-        name,
-        ctx.stores.works.get(Some(&namespace), name).as_deref(),
-    );
+    let created = ctx
+        .created_works
+        .take_current(&namespace, name, || ctx.stores.works.get(Some(&namespace), name))
+        .await;
     metrics().work_read(created.is_some());
     let work = match created {
         Some(work) => work,

@@ -522,6 +522,17 @@ pub(crate) async fn apply_work(
         spec: &desired.spec,
     };
     ensure_execution_namespace(ctx, &desired.namespace).await?;
+    // A Work not in the cache is most likely created by this write: its cluster's worker (if
+    // this replica runs it) waits for the answer instead of reading the Work (`crate::created`).
+    let hand_off = ctx.owns(&cluster_shard(&desired.cluster))
+        && ctx
+            .stores
+            .works
+            .get(Some(&desired.namespace), &desired.name)
+            .is_none()
+        && ctx
+            .created_works
+            .expect(&desired.namespace, &desired.name, std::time::Instant::now());
     // Answered with metadata only: the Work's manifests are not read back.
     let written = flotilla_runtime::lean::patch(
         &ctx.client,
@@ -531,14 +542,20 @@ pub(crate) async fn apply_work(
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&body),
     )
-    .await
-    .map_err(ExecutionError::control_plane(format!(
-        "write Work {}/{}",
-        desired.namespace, desired.name
-    )))?;
-    // A Work this write created is what it sent: its cluster's worker (if this replica runs
-    // it) takes it from here instead of reading it back (`crate::created`).
-    if written.created && ctx.owns(&cluster_shard(&desired.cluster)) {
+    .await;
+    let written = match written {
+        Ok(written) if written.created || !hand_off => written,
+        other => {
+            ctx.created_works.forget(&desired.namespace, &desired.name);
+            other.map_err(ExecutionError::control_plane(format!(
+                "write Work {}/{}",
+                desired.namespace, desired.name
+            )))?
+        }
+    };
+    // A Work this write created is what it sent: its cluster's worker takes it from here
+    // instead of reading it back.
+    if written.created && hand_off {
         let work = Work {
             metadata: ObjectMeta {
                 name: Some(desired.name.clone()),
