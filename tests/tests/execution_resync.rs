@@ -6,8 +6,7 @@
 //! Karmada); a binding it unsettled is queued by the next resync; a change of its metadata is
 //! queued at once. The scheduler, likewise, leaves a binding alone when a change leaves what it
 //! reads as it was (round 21): another writer's annotation, execution's per-cluster reports of a
-//! binding without failover. And execution applies a Work it has just created as the create
-//! answered it, without reading it back (round 22).
+//! binding without failover.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
@@ -322,106 +321,6 @@ async fn the_scheduler_leaves_a_binding_alone_when_nothing_it_reads_changed() {
     assert!(
         conditions.iter().any(|c| c.type_ == "Reviewed"),
         "the other writer's condition stays: {conditions:?}"
-    );
-}
-
-/// Execution's Work reconciles by source (`flotilla_execution_work_reads_total`): taken as the
-/// create answered it, and read from the API.
-async fn work_sources(env: &Env) -> (f64, f64) {
-    let (_, body) = env.http_get(Service::Execution, "/metrics").await.unwrap();
-    let family = "flotilla_execution_work_reads_total";
-    (
-        series_sum(&body, family, &[r#"source="created""#]),
-        series_sum(&body, family, &[r#"source="api""#]),
-    )
-}
-
-#[tokio::test]
-async fn a_work_execution_created_is_applied_without_being_read_back() {
-    let env = Env::start(EnvOptions {
-        members: 2,
-        ..Default::default()
-    })
-    .await;
-    let cp = env.control_plane_client().await;
-    let (created_before, api_before) = work_sources(&env).await;
-    let gets_before = reads(&env, "works").await;
-
-    // Back to back: the policy and two Deployments, four Works created by execution.
-    fixtures::apply(&cp, POLICY).await;
-    fixtures::apply(&cp, &deployment_yaml("default", "web", 1, "nginx:1.25")).await;
-    fixtures::apply(&cp, &deployment_yaml("default", "api", 1, "nginx:1.25")).await;
-    wait_fully_applied(&cp, "web", "web applied in both members").await;
-    wait_fully_applied(&cp, "api", "api applied in both members").await;
-
-    // Each member object carries the marks of the Work that exists: the Work taken from the
-    // create's answer had its uid, name and namespace.
-    let works: Api<flotilla_api::Work> = Api::all(cp.clone());
-    for i in [1, 2] {
-        let member = env.member_client(i).await;
-        for name in ["web", "api"] {
-            let deployment =
-                wait_member_deployment(&member, "default", name, &format!("{name} in member{i}"), |_| {
-                    true
-                })
-                .await;
-            let annotation = |key: &str| {
-                deployment
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(key))
-                    .cloned()
-            };
-            let work_namespace = annotation(flotilla_api::well_known::WORK_NAMESPACE_ANNOTATION).unwrap();
-            let work_name = annotation(flotilla_api::well_known::WORK_NAME_ANNOTATION).unwrap();
-            assert_eq!(work_namespace, format!("karmada-es-member{i}"));
-            let work = Api::<flotilla_api::Work>::namespaced(cp.clone(), &work_namespace)
-                .get(&work_name)
-                .await
-                .unwrap();
-            let label = deployment
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(flotilla_api::well_known::WORK_PERMANENT_ID_LABEL))
-                .cloned();
-            assert_eq!(
-                label, work.metadata.uid,
-                "{name} in member{i} carries its Work's uid"
-            );
-            let applied = work
-                .status
-                .iter()
-                .flat_map(|s| &s.conditions)
-                .find(|c| c.type_ == "Applied")
-                .map(|c| (c.status.clone(), c.observed_generation));
-            assert_eq!(
-                applied,
-                Some(("True".to_owned(), work.metadata.generation)),
-                "{work_name}"
-            );
-        }
-    }
-    assert_eq!(works.list(&Default::default()).await.unwrap().items.len(), 4);
-
-    // Every Work was reconciled; the ones taken from their create's answer cost no read, and
-    // every other reconcile is one read of the API (a reconcile still under way may have
-    // counted itself and not yet its read: wait until the two agree).
-    let (created, api) = wait_until(
-        "execution's Work reconciles and reads to agree",
-        TIMEOUT,
-        || async {
-            let (created, api) = work_sources(&env).await;
-            let gets = reads(&env, "works").await;
-            (created - created_before + api - api_before >= 4.0 && gets - gets_before == api - api_before)
-                .then_some((created, api))
-        },
-    )
-    .await;
-    assert!(
-        created > created_before,
-        "at least one Work applied as its create answered it: created {created_before} -> {created}, read {api_before} -> {api}"
     );
 }
 

@@ -124,24 +124,14 @@ pub async fn reconcile_work(
 ) -> Result<(), ExecutionError> {
     let namespace = member.namespace();
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
-    // A Work a binding worker just created is taken as its create answered it, if the watch
-    // cache still holds that generation (`crate::created`); any other is read from the API.
-    let created = ctx
-        .created_works
-        .take_current(&namespace, name, || ctx.stores.works.get(Some(&namespace), name))
-        .await;
-    metrics().work_read(created.is_some());
-    let work = match created {
-        Some(work) => work,
-        None => match api
-            .get_opt(name)
-            .await
-            .map_err(ExecutionError::control_plane(format!(
-                "read Work {namespace}/{name}"
-            )))? {
-            Some(work) => work,
-            None => return Ok(()),
-        },
+    let Some(work) = api
+        .get_opt(name)
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "read Work {namespace}/{name}"
+        )))?
+    else {
+        return Ok(());
     };
     if work.metadata.deletion_timestamp.is_some() {
         return finalize_work(ctx, member, &api, &work).await;

@@ -162,9 +162,6 @@ pub struct Context {
     pub binding_locks: KeyedLocks<BindingKey>,
     /// Kinds served by the control plane.
     pub kinds: KindCache,
-    /// Works the binding workers just created, for their cluster's worker to take instead of
-    /// reading them back.
-    pub created_works: crate::created::CreatedWorks,
     /// Event recorder.
     pub recorder: Recorder,
     /// Fired on shutdown.
@@ -197,7 +194,6 @@ impl Context {
             members: Members::default(),
             binding_locks: KeyedLocks::default(),
             kinds: KindCache::default(),
-            created_works: Default::default(),
             recorder,
             shutdown,
             synced: tokio::sync::watch::Sender::new(false),

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::cache::CachedWork;
-use crate::context::{BindingKey, Context, cluster_shard};
+use crate::context::{BindingKey, Context};
 use crate::error::ExecutionError;
 use crate::metrics::metrics;
 use crate::overrides::{
@@ -522,19 +522,8 @@ pub(crate) async fn apply_work(
         spec: &desired.spec,
     };
     ensure_execution_namespace(ctx, &desired.namespace).await?;
-    // A Work not in the cache is most likely created by this write: its cluster's worker (if
-    // this replica runs it) waits for the answer instead of reading the Work (`crate::created`).
-    let hand_off = ctx.owns(&cluster_shard(&desired.cluster))
-        && ctx
-            .stores
-            .works
-            .get(Some(&desired.namespace), &desired.name)
-            .is_none()
-        && ctx
-            .created_works
-            .expect(&desired.namespace, &desired.name, std::time::Instant::now());
     // Answered with metadata only: the Work's manifests are not read back.
-    let written = flotilla_runtime::lean::patch(
+    flotilla_runtime::lean::patch(
         &ctx.client,
         &Work::url_path(&(), Some(&desired.namespace)),
         &desired.name,
@@ -542,37 +531,11 @@ pub(crate) async fn apply_work(
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&body),
     )
-    .await;
-    let written = match written {
-        Ok(written) if written.created || !hand_off => written,
-        other => {
-            ctx.created_works.forget(&desired.namespace, &desired.name);
-            other.map_err(ExecutionError::control_plane(format!(
-                "write Work {}/{}",
-                desired.namespace, desired.name
-            )))?
-        }
-    };
-    // A Work this write created is what it sent: its cluster's worker takes it from here
-    // instead of reading it back.
-    if written.created && hand_off {
-        let work = Work {
-            metadata: ObjectMeta {
-                name: Some(desired.name.clone()),
-                namespace: Some(desired.namespace.clone()),
-                labels: Some(desired.labels.clone()),
-                annotations: Some(annotations),
-                finalizers: Some(vec![WORK_FINALIZER.to_owned()]),
-                uid: written.uid,
-                resource_version: written.resource_version,
-                generation: written.generation,
-                ..Default::default()
-            },
-            spec: desired.spec.clone(),
-            status: None,
-        };
-        ctx.created_works.leave(work, std::time::Instant::now());
-    }
+    .await
+    .map_err(ExecutionError::control_plane(format!(
+        "write Work {}/{}",
+        desired.namespace, desired.name
+    )))?;
     Ok(())
 }
 

@@ -37,7 +37,6 @@ pub mod apply_once;
 pub mod cache;
 pub mod clusters;
 pub mod context;
-pub mod created;
 pub mod dispatch;
 pub mod error;
 pub mod kinds;

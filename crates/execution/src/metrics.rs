@@ -18,7 +18,6 @@
 //! | `flotilla_execution_resync_works_settled_total` | | Works the periodic resync left alone (settled: applied, finalized, of a cached binding) |
 //! | `flotilla_execution_resync_bindings_queued_total` | | Bindings the periodic resync queued to the binding workers (not settled) |
 //! | `flotilla_execution_resync_bindings_settled_total` | | Bindings the periodic resync left alone (settled: dispatched, one settled Work per target cluster) |
-//! | `flotilla_execution_work_reads_total` | `source` | Works a cluster's worker reconciled, by where it read them: `created` (as the binding worker's create answered it, `crate::created`) or `api` (a read) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -98,12 +97,6 @@ pub struct Metrics {
     resync_settled: Counter,
     resync_bindings_queued: Counter,
     resync_bindings_settled: Counter,
-    work_reads: Family<SourceLabels, Counter>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SourceLabels {
-    source: &'static str,
 }
 
 /// What one pass over the caches queued and left alone.
@@ -144,17 +137,7 @@ pub fn metrics() -> &'static Metrics {
             resync_settled: Counter::default(),
             resync_bindings_queued: Counter::default(),
             resync_bindings_settled: Counter::default(),
-            work_reads: Family::default(),
         };
-        // Both series from the start, so a rate over them is defined before the first Work.
-        for source in ["created", "api"] {
-            let _ = metrics.work_reads.get_or_create(&SourceLabels { source });
-        }
-        register(
-            "execution_work_reads",
-            "Works a cluster's worker reconciled, by source: created (the create's answer) or api (read)",
-            metrics.work_reads.clone(),
-        );
         register(
             "execution_owned_clusters",
             "Member clusters this replica owns (applies to) under sharding",
@@ -235,13 +218,6 @@ pub fn metrics() -> &'static Metrics {
 }
 
 impl Metrics {
-    /// Counts a Work a cluster's worker reconciled: taken as its create answered it
-    /// (`created`), or read from the API.
-    pub fn work_read(&self, created: bool) {
-        let source = if created { "created" } else { "api" };
-        self.work_reads.get_or_create(&SourceLabels { source }).inc();
-    }
-
     /// Counts a `Dispatch` call answered `OUTCOME_QUEUED`.
     pub fn dispatch_queued(&self) {
         self.dispatch_queued.inc();

@@ -12,9 +12,8 @@
 //! The write itself is unchanged: same path, body, content type, parameters and
 //! preconditions; errors (409 Conflict, 404, 422) come back as from any other write.
 
-use http_body_util::BodyExt;
 use kube::api::{Patch, PatchParams};
-use kube::core::{Request, Status};
+use kube::core::Request;
 use serde::Deserialize;
 
 /// The `Accept` header of a metadata-only answer.
@@ -27,10 +26,9 @@ struct Answer {
     metadata: Written,
 }
 
-/// What a write's answer tells of the written object: its new `resourceVersion`,
-/// `generation` and `uid`, and whether the write created it. The rest of its metadata (labels,
-/// annotations, and `managedFields`, the largest part) is skipped as the answer is read, not
-/// built.
+/// What a write's answer tells of the written object: its new `resourceVersion` and
+/// `generation`. The rest of its metadata (labels, annotations, and `managedFields`, the
+/// largest part) is skipped as the answer is read, not built.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Written {
@@ -38,14 +36,6 @@ pub struct Written {
     pub resource_version: Option<String>,
     /// `metadata.generation`.
     pub generation: Option<i64>,
-    /// `metadata.uid`.
-    pub uid: Option<String>,
-    /// Whether the write created the object (the server answered `201 Created`, as
-    /// kube-apiserver and flotilla-apiserver do for an apply patch of an object that did not
-    /// exist), so the object is what the write sent and nothing else: no status, no other
-    /// writer's fields.
-    #[serde(skip)]
-    pub created: bool,
 }
 
 /// Patches `name` under `url_path` (the collection path, as [`kube::Resource::url_path`]
@@ -65,27 +55,7 @@ pub async fn patch<P: serde::Serialize>(
     }
     .map_err(kube::Error::BuildRequest)?;
     ask_for_metadata(&mut request);
-    let response = client.send(request.map(kube::client::Body::from)).await?;
-    let code = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    answer(code, &body)
-}
-
-/// A write's answer: the [`Written`] of a success, the API's `Status` (as `kube::Error::Api`,
-/// as every kube-rs call reports it) of a failure.
-fn answer(code: http::StatusCode, body: &[u8]) -> Result<Written, kube::Error> {
-    if code.is_client_error() || code.is_server_error() {
-        let status = serde_json::from_slice::<Status>(body).unwrap_or_else(|_| {
-            Status::failure(String::from_utf8_lossy(body).trim(), "Failed to parse error data")
-                .with_code(code.as_u16())
-        });
-        return Err(kube::Error::Api(status.boxed()));
-    }
-    let mut written = serde_json::from_slice::<Answer>(body)
-        .map_err(kube::Error::SerdeError)?
-        .metadata;
-    written.created = code == http::StatusCode::CREATED;
-    Ok(written)
+    Ok(client.request::<Answer>(request).await?.metadata)
 }
 
 fn ask_for_metadata(request: &mut http::Request<Vec<u8>>) {
@@ -135,49 +105,8 @@ mod tests {
             answer.metadata,
             Written {
                 resource_version: Some("7".to_owned()),
-                generation: Some(2),
-                uid: None,
-                created: false,
+                generation: Some(2)
             }
         );
-    }
-
-    #[test]
-    fn an_answer_tells_a_creation_from_an_update_and_a_failure_as_kube_does() {
-        let body = br#"{"kind":"PartialObjectMetadata","metadata":{"name":"w","uid":"u1","resourceVersion":"9","generation":1}}"#;
-        let created = answer(http::StatusCode::CREATED, body).ok();
-        assert_eq!(
-            created,
-            Some(Written {
-                resource_version: Some("9".to_owned()),
-                generation: Some(1),
-                uid: Some("u1".to_owned()),
-                created: true,
-            })
-        );
-        let updated = answer(http::StatusCode::OK, body).ok();
-        assert_eq!(updated.map(|w| w.created), Some(false));
-
-        let conflict = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409}"#;
-        match answer(http::StatusCode::CONFLICT, conflict) {
-            Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 409);
-                assert_eq!(status.reason, "Conflict");
-            }
-            other => panic!("expected a 409 Status, got {other:?}"),
-        }
-        // A failure that is not a Status keeps its code and text.
-        match answer(http::StatusCode::BAD_GATEWAY, b"upstream down\n") {
-            Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 502);
-                assert_eq!(status.message, "upstream down");
-            }
-            other => panic!("expected a 502 Status, got {other:?}"),
-        }
-        // A success that is not an object's metadata is an error, not an empty answer.
-        assert!(matches!(
-            answer(http::StatusCode::OK, b"not json"),
-            Err(kube::Error::SerdeError(_))
-        ));
     }
 }

@@ -787,7 +787,6 @@ mod tests {
         cached.wrote(flotilla_runtime::lean::Written {
             resource_version: Some("43".into()),
             generation: Some(3),
-            ..Default::default()
         });
         assert_eq!(cached.resource_version.as_deref(), Some("43"));
         assert_eq!(cached.reference().generation, 3);
