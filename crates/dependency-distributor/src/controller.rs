@@ -326,10 +326,10 @@ impl Context {
             debug!(binding = %view.key, kind = %resource.kind, "the template's kind is not served; no dependencies");
             return Ok(TemplateDependencies::Found(vec![]));
         };
-        let api = dynamic_api(&self.client, &kind, resource.namespace.as_deref());
         // A JSON tree without managedFields (`flotilla_runtime::object`): the dependency rules
         // read the spec.
-        let Some(value) = flotilla_runtime::object::get(&self.client, api.resource_url(), &resource.name)
+        let url_path = url_path(&kind, resource.namespace.as_deref());
+        let Some(value) = flotilla_runtime::object::get(&self.client, &url_path, &resource.name)
             .await
             .map_err(api_error("read", &template_name))?
         else {
@@ -741,9 +741,9 @@ impl Context {
         if kind.namespaced != dep.namespace.is_some() {
             return Ok(None);
         }
-        let api = dynamic_api(&self.client, &kind, dep.namespace.as_deref());
         // A JSON tree without managedFields, which the fingerprint does not cover.
-        let Some(value) = flotilla_runtime::object::get(&self.client, api.resource_url(), &dep.name)
+        let url_path = url_path(&kind, dep.namespace.as_deref());
+        let Some(value) = flotilla_runtime::object::get(&self.client, &url_path, &dep.name)
             .await
             .map_err(api_error("read", &object_name))?
         else {
@@ -796,12 +796,9 @@ fn patch_params() -> PatchParams {
     }
 }
 
-/// A dynamic API for objects of `kind` in `namespace` (all namespaces for cluster-scoped kinds).
-pub fn dynamic_api(client: &Client, kind: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
-    match namespace.filter(|_| kind.namespaced) {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &kind.resource),
-        None => Api::all_with(client.clone(), &kind.resource),
-    }
+/// The collection path of objects of `kind` in `namespace` (ignored for cluster-scoped kinds).
+pub fn url_path(kind: &Resolved, namespace: Option<&str>) -> String {
+    <DynamicObject as kube::Resource>::url_path(&kind.resource, namespace.filter(|_| kind.namespaced))
 }
 
 /// The core ObjectReference of a binding, for events.
@@ -846,6 +843,38 @@ fn add_traceparent(patch: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_is_read_in_its_namespace_or_cluster_wide() {
+        let kind = |api_version: &str, kind: &str, plural: &str, namespaced: bool| Resolved {
+            resource: kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
+                    api_version: api_version.to_owned(),
+                    kind: kind.to_owned(),
+                })
+                .unwrap(),
+                plural,
+            ),
+            namespaced,
+        };
+        let config_maps = kind("v1", "ConfigMap", "configmaps", true);
+        assert_eq!(
+            url_path(&config_maps, Some("web")),
+            "/api/v1/namespaces/web/configmaps"
+        );
+        assert_eq!(url_path(&config_maps, None), "/api/v1/configmaps");
+        // A cluster-scoped kind ignores the namespace a dependency reference may carry.
+        let roles = kind(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+        );
+        assert_eq!(
+            url_path(&roles, Some("web")),
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles"
+        );
+    }
 
     #[test]
     fn preconditions_join_existing_metadata() {
