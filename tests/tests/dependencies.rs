@@ -3,6 +3,11 @@
 //! clusters the workload runs in, through detector -> scheduler -> dependency-distributor ->
 //! scheduler -> execution. Every test asserts on the members; `requiredBy` snapshots of the
 //! attached bindings are checked where they say something the members cannot.
+//!
+//! The distributor leaves a binding alone once its dependencies were read at its template
+//! inputs and rules (issue 17, round 23, ADR 0026): its resync queues only bindings that are
+//! not settled, and what the resync then no longer covers reaches it otherwise (a template
+//! edit moves the binding; new rules unsettle every binding).
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
@@ -971,4 +976,180 @@ async fn user_guide_examples_work() {
     )
     .await;
     assert_eq!(attached.spec.conflict_resolution, Some(ConflictResolution::Abort));
+}
+
+// ----- settled bindings (ADR 0026) ----------------------------------------------------------
+
+/// The distributor's counters: distributing bindings its resync queued and left alone, and its
+/// GETs of Deployments and Workflows (template reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct ResyncCounts {
+    queued: f64,
+    settled: f64,
+    template_gets: f64,
+}
+
+async fn resync_counts(env: &Env) -> ResyncCounts {
+    let (_, body) = env
+        .http_get(Service::DependencyDistributor, "/metrics")
+        .await
+        .unwrap();
+    let sample = |name: &str| {
+        body.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or_default()
+    };
+    let template_gets = body
+        .lines()
+        .filter(|line| {
+            line.starts_with("flotilla_control_plane_requests_total{")
+                && line.contains(r#"verb="get""#)
+                && (line.contains(r#"resource="deployments""#) || line.contains(r#"resource="workflows""#))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    ResyncCounts {
+        queued: sample("flotilla_dependency_resync_bindings_queued_total"),
+        settled: sample("flotilla_dependency_resync_bindings_settled_total"),
+        template_gets,
+    }
+}
+
+/// Waits for resync passes (`--resync-seconds 1`) that leave `bindings` distributing bindings
+/// alone twice over, queue none and read no template.
+async fn wait_resync_leaves_alone(env: &Env, bindings: f64) {
+    let since = std::rc::Rc::new(std::cell::Cell::new(resync_counts(env).await));
+    wait_until(
+        "two resync passes that leave every distributing binding alone and read no template",
+        TIMEOUT,
+        || {
+            let since = std::rc::Rc::clone(&since);
+            async move {
+                let now = resync_counts(env).await;
+                let before = since.get();
+                if now.queued != before.queued || now.template_gets != before.template_gets {
+                    // Still settling (or a pass queued one): count again from here.
+                    since.set(now);
+                    return None;
+                }
+                (now.settled >= before.settled + 2.0 * bindings).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+fn resync_every_second() -> EnvOptions {
+    EnvOptions {
+        service_args: BTreeMap::from([(
+            Service::DependencyDistributor,
+            vec!["--resync-seconds".to_owned(), "1".to_owned()],
+        )]),
+        ..Default::default()
+    }
+}
+
+/// A settled binding costs the resync nothing (no template read), and a template edit still
+/// reaches the distributor through the binding (the detector moves `spec.resource`): two edits
+/// applied back to back end with the second one's dependencies in the members, the first
+/// one's and the original's cleaned.
+#[tokio::test]
+async fn the_resync_leaves_settled_bindings_alone_and_template_edits_still_count() {
+    let env = Env::start(resync_every_second()).await;
+    let cp = env.control_plane_client().await;
+    let members = members(&env).await;
+    for name in ["cfg", "cfg2", "cfg3"] {
+        apply(&cp, config_map("default", name, name)).await;
+    }
+    let reads = |name: &str| json!({"containers": [{"name": "app", "image": "nginx:1.25", "envFrom": [{"configMapRef": {"name": name}}]}]});
+    apply(&cp, deployment("web", reads("cfg"))).await;
+    apply(&cp, policy("web", &["web"], &["member1"], json!({}))).await;
+    wait_core(&members, "ConfigMap", "cfg", &[1]).await;
+    wait_resync_leaves_alone(&env, 1.0).await;
+
+    // Two edits, back to back, while the resync keeps running.
+    let before = resync_counts(&env).await;
+    apply(&cp, deployment("web", reads("cfg2"))).await;
+    apply(&cp, deployment("web", reads("cfg3"))).await;
+    wait_core(&members, "ConfigMap", "cfg3", &[1]).await;
+    wait_core(&members, "ConfigMap", "cfg", &[]).await;
+    wait_core(&members, "ConfigMap", "cfg2", &[]).await;
+    let recorded = recorded_dependencies(&cp, "default", "web-deployment")
+        .await
+        .unwrap();
+    assert!(
+        recorded.contains("\"cfg3\"") && !recorded.contains("\"cfg\"") && !recorded.contains("\"cfg2\""),
+        "{recorded}"
+    );
+    let after = resync_counts(&env).await;
+    assert!(
+        after.template_gets > before.template_gets,
+        "the edit was read from the template: {before:?} -> {after:?}"
+    );
+    // And it settles again.
+    wait_resync_leaves_alone(&env, 1.0).await;
+    stays_placed(&members, "ConfigMap", "default", "cfg3", &[1]).await;
+}
+
+/// New dependency rules unsettle every settled binding: the binding itself does not change,
+/// yet the dependencies the new rule names follow the workload.
+#[tokio::test]
+async fn new_dependency_rules_reach_settled_bindings() {
+    let env = Env::start(resync_every_second()).await;
+    let cp = env.control_plane_client().await;
+    let members = members(&env).await;
+    for client in std::iter::once(&cp).chain(members.iter()) {
+        fixtures::apply(client, WORKFLOW_CRD).await;
+    }
+    for client in std::iter::once(&cp).chain(members.iter()) {
+        wait_workflows_served(client).await;
+    }
+    apply(
+        &cp,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flotilla-system"}}),
+    )
+    .await;
+    let rules = |path: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "flotilla-dependency-rules", "namespace": "flotilla-system"},
+               "data": {"rules.yaml": format!("apiVersion: flotilla.io/v1alpha1\nkind: DependencyRules\nrules:\n  - apiVersion: example.io/v1\n    kind: Workflow\n    references:\n      - apiVersion: v1\n        kind: ConfigMap\n        namePaths: [\"{path}\"]\n")}})
+    };
+    apply(&cp, rules(".spec.steps[0].configMap")).await;
+    apply(&cp, config_map("default", "step-1", "a")).await;
+    apply(&cp, config_map("default", "step-2", "b")).await;
+    apply(
+        &cp,
+        json!({"apiVersion": "example.io/v1", "kind": "Workflow",
+               "metadata": {"name": "nightly", "namespace": "default"},
+               "spec": {"steps": [{"configMap": "step-1"}, {"configMap": "step-2"}]}}),
+    )
+    .await;
+    apply(
+        &cp,
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+               "metadata": {"name": "nightly", "namespace": "default"},
+               "spec": {"propagateDeps": true,
+                        "resourceSelectors": [{"apiVersion": "example.io/v1", "kind": "Workflow", "name": "nightly"}],
+                        "placement": {"clusterAffinity": {"clusterNames": ["member2"]}}}}),
+    )
+    .await;
+    wait_core(&members, "ConfigMap", "step-1", &[2]).await;
+    wait_resync_leaves_alone(&env, 1.0).await;
+    assert!(
+        holders(&members, "v1", "ConfigMap", Some("default"), "step-2")
+            .await
+            .is_empty()
+    );
+
+    let binding_before = binding(&cp, "default", "nightly-workflow").await.unwrap();
+    apply(&cp, rules(".spec.steps[*].configMap")).await;
+    wait_core(&members, "ConfigMap", "step-2", &[2]).await;
+    stays_placed(&members, "ConfigMap", "default", "step-1", &[2]).await;
+    let binding_after = binding(&cp, "default", "nightly-workflow").await.unwrap();
+    assert_eq!(
+        binding_before.spec.resource, binding_after.spec.resource,
+        "the binding's template inputs did not move; the rules did"
+    );
+    wait_resync_leaves_alone(&env, 1.0).await;
 }

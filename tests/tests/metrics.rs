@@ -41,6 +41,8 @@ fn families(service: Service) -> &'static [&'static str] {
             "flotilla_dependency_reconciles",
             "flotilla_dependency_reconcile_errors",
             "flotilla_dependency_reconcile_duration_seconds",
+            "flotilla_dependency_resync_bindings_queued",
+            "flotilla_dependency_resync_bindings_settled",
             "flotilla_leader",
         ],
         Service::Execution => &[

@@ -42,7 +42,7 @@ use crate::binding::{
     describe_dependency,
 };
 use crate::fingerprint::fingerprint;
-use crate::index::{Index, Key};
+use crate::index::{Index, Key, template_digest};
 use crate::kinds::{Kinds, Resolved};
 use crate::metrics::metrics;
 use crate::plan::{ObjectState, Plan, desired_required_by, plan, resolve, set_conflict_condition};
@@ -138,10 +138,24 @@ pub struct DependencyOutcome {
 
 /// The dependencies read from a template.
 enum TemplateDependencies {
-    /// The template's dependencies (none if it is gone).
-    Found(Vec<DependencyRef>),
+    /// The template's dependencies under the rules of `rules_generation`.
+    Read {
+        deps: Vec<DependencyRef>,
+        rules_generation: u64,
+    },
+    /// The template or its kind is gone: no dependencies.
+    Gone,
     /// The template cannot be interpreted; keep what was recorded.
     Unreadable,
+}
+
+/// What [`Context::process`] did with a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Processed {
+    /// Reconciled.
+    Reconciled,
+    /// Left alone: a binding [settled](Index::settled) as the watch last delivered it.
+    Settled,
 }
 
 /// Everything the reconcilers share.
@@ -222,15 +236,30 @@ impl Context {
             .send((dep.api_version.clone(), dep.kind.clone()));
     }
 
-    /// Processes one queued key.
-    pub async fn process(&self, key: &Key) -> Result<(), ReconcileError> {
+    /// Which rules are in force ([`RulesSet::generation`]).
+    pub fn rules_generation(&self) -> u64 {
+        self.rules.read().unwrap_or_else(|p| p.into_inner()).generation()
+    }
+
+    /// Processes one queued key. A binding that is [settled](Index::settled) as the watch last
+    /// delivered it is left alone: the reconcile would read the template at the inputs its
+    /// dependencies were read at and find them again (the echo of this process's own
+    /// annotation write, a resync, a pickup after `SyncDependencies` did the work).
+    pub async fn process(&self, key: &Key) -> Result<Processed, ReconcileError> {
         match key {
             Key::Binding(binding) => {
+                let rules_generation = self.rules_generation();
+                if self.index().settled(binding, rules_generation) {
+                    return Ok(Processed::Settled);
+                }
                 let span = tracing::info_span!("reconcile_binding", binding = %binding);
                 if let Some(traceparent) = self.cached_binding(binding).and_then(|v| v.traceparent) {
                     flotilla_telemetry::propagation::link_to_traceparent(&span, &traceparent);
                 }
-                self.reconcile_binding(binding).instrument(span).await.map(|_| ())
+                self.reconcile_binding(binding)
+                    .instrument(span)
+                    .await
+                    .map(|_| Processed::Reconciled)
             }
             Key::Dependency(dep) => {
                 let span =
@@ -243,7 +272,7 @@ impl Context {
                 self.reconcile_dependency(dep, None)
                     .instrument(span)
                     .await
-                    .map(|_| ())
+                    .map(|_| Processed::Reconciled)
             }
         }
     }
@@ -251,20 +280,39 @@ impl Context {
     // ----- independent bindings ---------------------------------------------------------
 
     /// Reconciles an independent binding: records its template's dependencies and makes the
-    /// attached binding of every old and new dependency match.
+    /// attached binding of every old and new dependency match. The template is not read when
+    /// its dependencies were already read at the binding's template inputs and the rules in
+    /// force ([`Index::dependencies_read`]): its annotation records them.
     pub async fn reconcile_binding(&self, key: &BindingKey) -> Result<BindingOutcome, ReconcileError> {
         let Some(mut view) = self.get_binding(key).await? else {
             debug!(binding = %key, "binding is gone; its dependencies are reconciled from the watch");
             return Ok(BindingOutcome::default());
         };
         let previous = view.dependencies.clone();
-        let deps = if view.distributes() {
+        // The rules generation the template was read under, to record once every write succeeded.
+        let mut read_under = None;
+        let rules_generation = self.rules_generation();
+        let deps = if !view.distributes() {
+            Vec::new()
+        } else if self
+            .index()
+            .dependencies_read(key, template_digest(&view), rules_generation)
+        {
+            metrics().template_read(false);
+            previous.clone()
+        } else {
+            metrics().template_read(true);
             match self.template_dependencies(&view).await? {
-                TemplateDependencies::Found(deps) => deps,
+                TemplateDependencies::Read {
+                    deps,
+                    rules_generation,
+                } => {
+                    read_under = Some(rules_generation);
+                    deps
+                }
+                TemplateDependencies::Gone => Vec::new(),
                 TemplateDependencies::Unreadable => previous.clone(),
             }
-        } else {
-            Vec::new()
         };
         let mut outcome = BindingOutcome {
             found: true,
@@ -302,7 +350,13 @@ impl Context {
         }
         match first_error {
             Some(error) => Err(error),
-            None => Ok(outcome),
+            None => {
+                if let Some(rules_generation) = read_under {
+                    self.index()
+                        .record_dependencies_read(key, template_digest(&view), rules_generation);
+                }
+                Ok(outcome)
+            }
         }
     }
 
@@ -324,7 +378,7 @@ impl Context {
             .map_err(api_error("discover the kind of", &template_name))?
         else {
             debug!(binding = %view.key, kind = %resource.kind, "the template's kind is not served; no dependencies");
-            return Ok(TemplateDependencies::Found(vec![]));
+            return Ok(TemplateDependencies::Gone);
         };
         // A JSON tree without managedFields (`flotilla_runtime::object`): the dependency rules
         // read the spec.
@@ -334,14 +388,12 @@ impl Context {
             .map_err(api_error("read", &template_name))?
         else {
             debug!(binding = %view.key, "the template is gone; no dependencies");
-            return Ok(TemplateDependencies::Found(vec![]));
+            return Ok(TemplateDependencies::Gone);
         };
-        let rules = self
-            .rules
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .rules()
-            .clone();
+        let (rules, rules_generation) = {
+            let set = self.rules.read().unwrap_or_else(|p| p.into_inner());
+            (set.rules().clone(), set.generation())
+        };
         let deps = match dependencies(&value, &rules) {
             Ok(deps) => deps,
             Err(error) => {
@@ -394,7 +446,10 @@ impl Context {
                 _ => valid.push(dep),
             }
         }
-        Ok(TemplateDependencies::Found(valid))
+        Ok(TemplateDependencies::Read {
+            deps: valid,
+            rules_generation,
+        })
     }
 
     // ----- attached bindings ------------------------------------------------------------

@@ -47,8 +47,23 @@ struct Seen {
     template_digest: u64,
     placement_digest: u64,
     attached_digest: u64,
+    /// [`read_mark`] of the template inputs and rules generation at which a reconcile last
+    /// read the template and recorded its dependencies with success; 0 when none did.
+    dependencies_read: u64,
     propagate_deps: bool,
     has_required_by: bool,
+}
+
+impl Seen {
+    /// Has `propagateDeps` or recorded dependencies.
+    fn distributes(&self) -> bool {
+        self.propagate_deps || !self.dependencies.is_empty()
+    }
+
+    /// See [`Index::settled`].
+    fn settled(&self, rules_generation: u64) -> bool {
+        self.dependencies_read == read_mark(self.template_digest, rules_generation)
+    }
 }
 
 /// See the module docs.
@@ -70,6 +85,28 @@ fn digest(value: serde_json::Value) -> u64 {
     hasher.finish()
 }
 
+/// What a binding's dependencies are computed from besides the template and the rules:
+/// whether it distributes, whether it is being deleted, `spec.resource` (whose resourceVersion
+/// the detector moves with every content change of the template) and the dependencies recorded
+/// in its annotation.
+pub fn template_digest(view: &BindingView) -> u64 {
+    digest(json!([
+        view.uid,
+        view.propagate_deps,
+        view.deleting,
+        view.resource,
+        view.dependencies_annotation,
+    ]))
+}
+
+/// One number for "the template inputs `template_digest` under the rules of
+/// `rules_generation`"; never 0, which marks "not read".
+fn read_mark(template_digest: u64, rules_generation: u64) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    (template_digest, rules_generation).hash(&mut hasher);
+    hasher.finish().max(1)
+}
+
 /// Where `key` is, or would go, in a sorted list of binding keys.
 fn position(list: &[Binding], key: &BindingKey) -> Result<usize, usize> {
     list.binary_search_by(|listed| (**listed).cmp(key))
@@ -89,13 +126,7 @@ impl Index {
     pub fn applied(&mut self, view: &BindingView) -> Vec<Key> {
         let dependencies: BTreeSet<DependencyRef> = view.dependencies.iter().cloned().collect();
         let resource = (!view.resource.name.is_empty()).then(|| view.resource_as_dependency());
-        let template_digest = digest(json!([
-            view.uid,
-            view.propagate_deps,
-            view.deleting,
-            view.resource,
-            view.dependencies_annotation,
-        ]));
+        let template_digest = template_digest(view);
         let placement_digest = digest(json!([
             view.uid,
             view.propagate_deps,
@@ -173,6 +204,7 @@ impl Index {
                 template_digest,
                 placement_digest,
                 attached_digest,
+                dependencies_read: previous.as_ref().map_or(0, |p| p.dependencies_read),
                 propagate_deps: view.propagate_deps,
                 has_required_by,
             },
@@ -273,17 +305,68 @@ impl Index {
             .collect()
     }
 
-    /// Every binding with `propagateDeps` or recorded dependencies (for a rules change or a
-    /// resync).
+    /// Every binding with `propagateDeps` or recorded dependencies (for a rules change).
     pub fn distributing_bindings(&self) -> Vec<BindingKey> {
         let mut keys: Vec<BindingKey> = self
             .bindings
             .iter()
-            .filter(|(_, seen)| seen.propagate_deps || !seen.dependencies.is_empty())
+            .filter(|(_, seen)| seen.distributes())
             .map(|(key, _)| (**key).clone())
             .collect();
         keys.sort();
         keys
+    }
+
+    /// Records that a reconcile of `key` read its template and recorded its dependencies, with
+    /// success, for the template inputs `template_digest` (of the binding as it wrote it) under
+    /// the rules of `rules_generation`. A binding the index does not hold yet records nothing.
+    pub fn record_dependencies_read(
+        &mut self,
+        key: &BindingKey,
+        template_digest: u64,
+        rules_generation: u64,
+    ) {
+        if let Some(seen) = self.bindings.get_mut(key) {
+            seen.dependencies_read = read_mark(template_digest, rules_generation);
+        }
+    }
+
+    /// Whether the dependencies of `key` were read with success for the template inputs
+    /// `template_digest` under the rules of `rules_generation`: reading the template again would
+    /// find the dependencies its annotation records.
+    pub fn dependencies_read(&self, key: &BindingKey, template_digest: u64, rules_generation: u64) -> bool {
+        self.bindings
+            .get(key)
+            .is_some_and(|seen| seen.dependencies_read == read_mark(template_digest, rules_generation))
+    }
+
+    /// Whether the binding `key`, as the watch last delivered it, is settled: its dependencies
+    /// were read with success at its current template inputs under the rules of
+    /// `rules_generation`. A pickup of a settled binding has nothing to do: its dependencies'
+    /// attached bindings are queued by their own changes ([`Index::applied`]).
+    pub fn settled(&self, key: &BindingKey, rules_generation: u64) -> bool {
+        self.bindings
+            .get(key)
+            .is_some_and(|seen| seen.settled(rules_generation))
+    }
+
+    /// For a resync: the distributing bindings that are not [settled](Index::settled), sorted,
+    /// and how many are.
+    pub fn unsettled_bindings(&self, rules_generation: u64) -> (Vec<BindingKey>, usize) {
+        let mut settled = 0;
+        let mut keys = Vec::new();
+        for (key, seen) in &self.bindings {
+            if !seen.distributes() {
+                continue;
+            }
+            if seen.settled(rules_generation) {
+                settled += 1;
+            } else {
+                keys.push((**key).clone());
+            }
+        }
+        keys.sort();
+        (keys, settled)
     }
 
     /// Every dependency that is referenced or has an attached binding (for a resync).
@@ -602,5 +685,82 @@ mod tests {
             ]
         );
         assert_eq!(index.all_dependencies(), vec![cm("a"), cm("b"), cm("c")]);
+    }
+
+    #[test]
+    fn a_binding_is_settled_at_the_template_inputs_and_rules_its_dependencies_were_read_at() {
+        let mut index = Index::new();
+        // As created: no dependencies recorded yet, never read.
+        let created = workload("web", &[], &[]);
+        let created = BindingView {
+            dependencies_annotation: None,
+            ..created
+        };
+        index.applied(&created);
+        assert!(!index.settled(&created.key, 0));
+        assert_eq!(index.unsettled_bindings(0), (vec![created.key.clone()], 0));
+
+        // A reconcile read the template and recorded one dependency: the record is of the
+        // binding as it wrote it, so the echo of its own annotation is settled.
+        let written = workload("web", &[], &[cm("a")]);
+        assert!(!index.dependencies_read(&written.key, template_digest(&written), 0));
+        index.record_dependencies_read(&written.key, template_digest(&written), 0);
+        assert!(index.dependencies_read(&written.key, template_digest(&written), 0));
+        assert!(
+            !index.settled(&created.key, 0),
+            "the cache still holds the binding as created"
+        );
+        index.applied(&written);
+        assert!(index.settled(&written.key, 0));
+        assert_eq!(index.unsettled_bindings(0), (vec![], 1));
+
+        // Changes the dependencies do not come from leave it settled: the scheduler's clusters.
+        let scheduled = workload("web", &["m1", "m2"], &[cm("a")]);
+        index.applied(&scheduled);
+        assert!(index.settled(&scheduled.key, 0));
+
+        // New rules unsettle every binding.
+        assert!(!index.settled(&scheduled.key, 1));
+        assert_eq!(index.unsettled_bindings(1), (vec![scheduled.key.clone()], 0));
+
+        // So does a content change of the template (the detector moves spec.resource's
+        // resourceVersion), an annotation someone else edits, propagateDeps turned off, deletion.
+        let mut edited = scheduled.clone();
+        edited.resource.resource_version = Some("42".into());
+        let mut annotated = scheduled.clone();
+        annotated.dependencies_annotation = Some("[]".into());
+        let mut off = scheduled.clone();
+        off.propagate_deps = false;
+        let mut deleting = scheduled.clone();
+        deleting.deleting = true;
+        for changed in [edited, annotated, off, deleting] {
+            index.applied(&changed);
+            assert!(!index.settled(&changed.key, 0), "{changed:?}");
+            index.applied(&scheduled);
+            assert!(
+                index.settled(&scheduled.key, 0),
+                "back as it was read: settled again"
+            );
+        }
+
+        // A binding deleted and created again under the same name is another binding (uid).
+        index.deleted(&scheduled.key);
+        let again = BindingView {
+            uid: Some("uid-web-2".into()),
+            ..scheduled.clone()
+        };
+        index.applied(&again);
+        assert!(!index.settled(&again.key, 0));
+
+        // Nothing is recorded for a binding the index does not hold, and a binding that does not
+        // distribute is not a resync's business.
+        let unknown = BindingKey::namespaced("default", "unknown");
+        index.record_dependencies_read(&unknown, 7, 0);
+        assert!(!index.dependencies_read(&unknown, 7, 0));
+        assert!(!index.settled(&unknown, 0));
+        let mut quiet = workload("quiet", &["m1"], &[]);
+        quiet.propagate_deps = false;
+        index.applied(&quiet);
+        assert_eq!(index.unsettled_bindings(0), (vec![again.key.clone()], 0));
     }
 }

@@ -4,8 +4,15 @@
 //! - `flotilla_dependency_attached_bindings`: attached bindings (bindings with a non-empty
 //!   `requiredBy`) in the control plane;
 //! - `flotilla_dependency_reconciles_total{kind,result}`: reconciles of independent bindings
-//!   (`kind="binding"`) and of attached bindings (`kind="dependency"`), `result` = `ok` or
-//!   `error`;
+//!   (`kind="binding"`) and of attached bindings (`kind="dependency"`), `result` = `ok`,
+//!   `error`, or `settled` for a queued binding left alone (its dependencies already read at
+//!   its template inputs and rules: no API call);
+//! - `flotilla_dependency_template_reads_total{read}`: a binding reconcile that needed its
+//!   template's dependencies read the template (`read="true"`) or found them already read at
+//!   the binding's template inputs and rules (`read="false"`);
+//! - `flotilla_dependency_resync_bindings_queued_total` and
+//!   `flotilla_dependency_resync_bindings_settled_total`: per resync pass, the distributing
+//!   bindings queued and those left alone;
 //! - `flotilla_dependency_reconcile_errors_total{kind}`: failed reconciles;
 //! - `flotilla_dependency_reconcile_duration_seconds{kind}`;
 //! - `flotilla_dependency_writes_total{action}`: attached bindings created, patched, deleted;
@@ -42,6 +49,11 @@ struct SourceLabels {
     source: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReadLabels {
+    read: &'static str,
+}
+
 type DurationFamily = Family<KindLabels, Histogram, fn() -> Histogram>;
 
 /// Handles to every metric family.
@@ -53,6 +65,9 @@ pub struct Metrics {
     durations: DurationFamily,
     writes: Family<ActionLabels, Counter>,
     rules_valid: Family<SourceLabels, Gauge>,
+    template_reads: Family<ReadLabels, Counter>,
+    resync_queued: Counter,
+    resync_settled: Counter,
 }
 
 fn new_histogram() -> Histogram {
@@ -72,6 +87,9 @@ pub fn metrics() -> &'static Metrics {
             durations: DurationFamily::new_with_constructor(new_histogram),
             writes: Family::default(),
             rules_valid: Family::default(),
+            template_reads: Family::default(),
+            resync_queued: Counter::default(),
+            resync_settled: Counter::default(),
         };
         use flotilla_telemetry::metrics::register;
         register(
@@ -86,7 +104,7 @@ pub fn metrics() -> &'static Metrics {
         );
         register(
             "dependency_reconciles",
-            "Reconciles by kind (binding, dependency) and result (ok, error)",
+            "Reconciles by kind (binding, dependency) and result (ok, error, settled: left alone)",
             metrics.reconciles.clone(),
         );
         register(
@@ -109,6 +127,21 @@ pub fn metrics() -> &'static Metrics {
             "1 when the source's latest dependency rules are valid, 0 when they are rejected",
             metrics.rules_valid.clone(),
         );
+        register(
+            "dependency_template_reads",
+            "Binding reconciles that read the template (read=true) or found its dependencies already read at the binding's template inputs and rules (read=false)",
+            metrics.template_reads.clone(),
+        );
+        register(
+            "dependency_resync_bindings_queued",
+            "Distributing bindings a resync queued (not settled)",
+            metrics.resync_queued.clone(),
+        );
+        register(
+            "dependency_resync_bindings_settled",
+            "Distributing bindings a resync left alone (settled)",
+            metrics.resync_settled.clone(),
+        );
         metrics
     })
 }
@@ -126,6 +159,30 @@ impl Metrics {
         self.durations
             .get_or_create(&KindLabels { kind })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a queued key left alone because it is settled.
+    pub fn left_settled(&self, kind: &'static str) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                kind,
+                result: "settled",
+            })
+            .inc();
+    }
+
+    /// Records whether a binding reconcile read its template.
+    pub fn template_read(&self, read: bool) {
+        let read = if read { "true" } else { "false" };
+        self.template_reads.get_or_create(&ReadLabels { read }).inc();
+    }
+
+    /// Records one resync pass: distributing bindings queued and left alone.
+    pub fn resynced(&self, queued: usize, settled: usize) {
+        self.resync_queued
+            .inc_by(u64::try_from(queued).unwrap_or(u64::MAX));
+        self.resync_settled
+            .inc_by(u64::try_from(settled).unwrap_or(u64::MAX));
     }
 
     /// Records one write of an attached binding.
@@ -164,6 +221,9 @@ mod tests {
         m.wrote("create");
         m.set_attached_bindings(4);
         m.set_rules_valid("configmap", false);
+        m.left_settled("binding");
+        m.template_read(false);
+        m.resynced(2, 3);
         let text = flotilla_telemetry::metrics::encode_text();
         for needle in [
             "flotilla_dependency_reconciles_total{kind=\"binding\",result=\"ok\"}",
@@ -172,6 +232,10 @@ mod tests {
             "flotilla_dependency_writes_total{action=\"create\"}",
             "flotilla_dependency_rules_valid{source=\"configmap\"} 0",
             "flotilla_dependency_reconcile_duration_seconds_bucket",
+            "flotilla_dependency_reconciles_total{kind=\"binding\",result=\"settled\"}",
+            "flotilla_dependency_template_reads_total{read=\"false\"}",
+            "flotilla_dependency_resync_bindings_queued_total 2",
+            "flotilla_dependency_resync_bindings_settled_total 3",
         ] {
             assert!(text.contains(needle), "{needle} missing from:\n{text}");
         }

@@ -81,6 +81,9 @@ pub struct RulesSet {
     file: SourceState,
     config_map: SourceState,
     effective: DependencyRules,
+    /// How many times the rules in force changed: dependencies read under another generation
+    /// are read again (see [`crate::index::Index::settled`]).
+    generation: u64,
 }
 
 impl Default for RulesSet {
@@ -89,6 +92,7 @@ impl Default for RulesSet {
             file: SourceState::default(),
             config_map: SourceState::default(),
             effective: DependencyRules::builtin(),
+            generation: 0,
         }
     }
 }
@@ -120,6 +124,11 @@ impl RulesSet {
     /// The rules in force.
     pub fn rules(&self) -> &DependencyRules {
         &self.effective
+    }
+
+    /// Which rules are in force: it moves each time they change.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The current error of each source that has one.
@@ -213,6 +222,9 @@ impl RulesSet {
             Ok(rules) => {
                 let changed = rules != self.effective;
                 self.effective = rules;
+                if changed {
+                    self.generation += 1;
+                }
                 changed
             }
             // Each source validated on its own and per-kind duplicates were removed, so this
@@ -302,19 +314,23 @@ mod tests {
             }
         );
         assert_eq!(names(&set, "Workflow"), vec!["from-a"]);
-        // The same text again changes nothing.
+        assert_eq!(set.generation(), 1);
+        // The same text again changes nothing, generation included.
         assert!(
             !set.update(&Source::ConfigMap, Ok(Some(rule("Workflow", ".spec.a"))))
                 .changed
         );
+        assert_eq!(set.generation(), 1);
         assert!(
             set.update(&Source::ConfigMap, Ok(Some(rule("Workflow", ".spec.b"))))
                 .changed
         );
         assert_eq!(names(&set, "Workflow"), vec!["from-b"]);
+        assert_eq!(set.generation(), 2);
         // Deleting the ConfigMap removes its rules.
         assert!(set.update(&Source::ConfigMap, Ok(None)).changed);
         assert!(names(&set, "Workflow").is_empty());
+        assert_eq!(set.generation(), 3);
     }
 
     #[test]
@@ -324,8 +340,14 @@ mod tests {
         let bad = format!(
             "{HEADER}rules:\n- apiVersion: example.io/v1\n  kind: Workflow\n  references:\n  - apiVersion: v1\n    kind: ConfigMap\n    namePaths: [\"spec.a\"]\n"
         );
+        let generation = set.generation();
         let update = set.update(&Source::ConfigMap, Ok(Some(bad)));
         assert!(!update.changed);
+        assert_eq!(
+            set.generation(),
+            generation,
+            "rejected rules leave the rules in force"
+        );
         let error = update.error.unwrap();
         assert!(
             error.starts_with(

@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::binding::{BindingView, StoredView};
-use crate::controller::Context;
+use crate::controller::{Context, Processed};
 use crate::index::Key;
 use crate::metrics::metrics;
 use crate::rules::{CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Source, config_map_text};
@@ -311,20 +311,33 @@ pub async fn poll_rules_file(
     }
 }
 
-/// Queues every distributing binding and every dependency every `period`, until `shutdown`: a
-/// safety net for changes no watch reports (a template edited while its binding did not
-/// change).
+/// Every `period`, until `shutdown`, queues every distributing binding that is not settled
+/// ([`crate::index::Index::settled`]: its dependencies read with success at its current
+/// template inputs and rules) and every dependency: a safety net under the watches. A settled
+/// binding is left alone: what could change its dependencies reaches the watch (the detector
+/// moves `spec.resource.resourceVersion` with every content change of the template) or moves
+/// the rules generation (ADR 0026).
 pub async fn resync(ctx: Arc<Context>, period: Duration, shutdown: Shutdown) {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
         }
-        let (bindings, deps) = {
+        let rules_generation = ctx.rules_generation();
+        let ((bindings, settled), deps) = {
             let index = ctx.index();
-            (index.distributing_bindings(), index.all_dependencies())
+            (
+                index.unsettled_bindings(rules_generation),
+                index.all_dependencies(),
+            )
         };
-        debug!(bindings = bindings.len(), dependencies = deps.len(), "resync");
+        debug!(
+            bindings = bindings.len(),
+            settled,
+            dependencies = deps.len(),
+            "resync"
+        );
+        metrics().resynced(bindings.len(), settled);
         ctx.enqueue(bindings.into_iter().map(Key::Binding));
         ctx.enqueue(deps.into_iter().map(Key::Dependency));
     }
@@ -339,8 +352,12 @@ pub async fn worker(ctx: Arc<Context>) {
             Key::Dependency(_) => "dependency",
         };
         match ctx.process(&key).await {
-            Ok(()) => {
+            Ok(Processed::Reconciled) => {
                 metrics().reconciled(kind, true, started.elapsed());
+                ctx.queue.forget(&key);
+            }
+            Ok(Processed::Settled) => {
+                metrics().left_settled(kind);
                 ctx.queue.forget(&key);
             }
             Err(error) => {
