@@ -980,13 +980,16 @@ async fn user_guide_examples_work() {
 
 // ----- settled bindings (ADR 0026) ----------------------------------------------------------
 
-/// The distributor's counters: distributing bindings its resync queued and left alone, and its
-/// GETs of Deployments and Workflows (template reads).
+/// The distributor's counters: distributing bindings its resync queued and left alone,
+/// dependencies left alone, its GETs of Deployments and Workflows (template reads), and all its
+/// GETs but its Lease's.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct ResyncCounts {
     queued: f64,
     settled: f64,
+    dependencies_settled: f64,
     template_gets: f64,
+    gets: f64,
 }
 
 async fn resync_counts(env: &Env) -> ResyncCounts {
@@ -1000,40 +1003,50 @@ async fn resync_counts(env: &Env) -> ResyncCounts {
             .and_then(|value| value.trim().parse::<f64>().ok())
             .unwrap_or_default()
     };
-    let template_gets = body
-        .lines()
-        .filter(|line| {
-            line.starts_with("flotilla_control_plane_requests_total{")
-                && line.contains(r#"verb="get""#)
-                && (line.contains(r#"resource="deployments""#) || line.contains(r#"resource="workflows""#))
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let gets = |of: &dyn Fn(&str) -> bool| -> f64 {
+        body.lines()
+            .filter(|line| {
+                line.starts_with("flotilla_control_plane_requests_total{")
+                    && line.contains(r#"verb="get""#)
+                    && !line.contains(r#"resource="leases""#)
+                    && of(line)
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
     ResyncCounts {
         queued: sample("flotilla_dependency_resync_bindings_queued_total"),
         settled: sample("flotilla_dependency_resync_bindings_settled_total"),
-        template_gets,
+        dependencies_settled: sample(
+            r#"flotilla_dependency_reconciles_total{kind="dependency",result="settled"}"#,
+        ),
+        template_gets: gets(&|line| {
+            line.contains(r#"resource="deployments""#) || line.contains(r#"resource="workflows""#)
+        }),
+        gets: gets(&|_| true),
     }
 }
 
 /// Waits for resync passes (`--resync-seconds 1`) that leave `bindings` distributing bindings
-/// alone twice over, queue none and read no template.
-async fn wait_resync_leaves_alone(env: &Env, bindings: f64) {
+/// and `dependencies` dependencies alone twice over, queue no binding and read nothing.
+async fn wait_resync_leaves_alone(env: &Env, bindings: f64, dependencies: f64) {
     let since = std::rc::Rc::new(std::cell::Cell::new(resync_counts(env).await));
     wait_until(
-        "two resync passes that leave every distributing binding alone and read no template",
+        "two resync passes that leave every binding and dependency alone and read nothing",
         TIMEOUT,
         || {
             let since = std::rc::Rc::clone(&since);
             async move {
                 let now = resync_counts(env).await;
                 let before = since.get();
-                if now.queued != before.queued || now.template_gets != before.template_gets {
-                    // Still settling (or a pass queued one): count again from here.
+                if now.queued != before.queued || now.gets != before.gets {
+                    // Still settling (or a pass queued or read something): count again from here.
                     since.set(now);
                     return None;
                 }
-                (now.settled >= before.settled + 2.0 * bindings).then_some(())
+                (now.settled >= before.settled + 2.0 * bindings
+                    && now.dependencies_settled >= before.dependencies_settled + 2.0 * dependencies)
+                    .then_some(())
             }
         },
     )
@@ -1050,10 +1063,10 @@ fn resync_every_second() -> EnvOptions {
     }
 }
 
-/// A settled binding costs the resync nothing (no template read), and a template edit still
-/// reaches the distributor through the binding (the detector moves `spec.resource`): two edits
-/// applied back to back end with the second one's dependencies in the members, the first
-/// one's and the original's cleaned.
+/// A settled binding and a settled dependency cost the resync nothing (no read at all), and a
+/// template edit still reaches the distributor through the binding (the detector moves
+/// `spec.resource`): two edits applied back to back end with the second one's dependencies in
+/// the members, the first one's and the original's cleaned.
 #[tokio::test]
 async fn the_resync_leaves_settled_bindings_alone_and_template_edits_still_count() {
     let env = Env::start(resync_every_second()).await;
@@ -1066,7 +1079,7 @@ async fn the_resync_leaves_settled_bindings_alone_and_template_edits_still_count
     apply(&cp, deployment("web", reads("cfg"))).await;
     apply(&cp, policy("web", &["web"], &["member1"], json!({}))).await;
     wait_core(&members, "ConfigMap", "cfg", &[1]).await;
-    wait_resync_leaves_alone(&env, 1.0).await;
+    wait_resync_leaves_alone(&env, 1.0, 1.0).await;
 
     // Two edits, back to back, while the resync keeps running.
     let before = resync_counts(&env).await;
@@ -1088,7 +1101,7 @@ async fn the_resync_leaves_settled_bindings_alone_and_template_edits_still_count
         "the edit was read from the template: {before:?} -> {after:?}"
     );
     // And it settles again.
-    wait_resync_leaves_alone(&env, 1.0).await;
+    wait_resync_leaves_alone(&env, 1.0, 1.0).await;
     stays_placed(&members, "ConfigMap", "default", "cfg3", &[1]).await;
 }
 
@@ -1135,7 +1148,7 @@ async fn new_dependency_rules_reach_settled_bindings() {
     )
     .await;
     wait_core(&members, "ConfigMap", "step-1", &[2]).await;
-    wait_resync_leaves_alone(&env, 1.0).await;
+    wait_resync_leaves_alone(&env, 1.0, 1.0).await;
     assert!(
         holders(&members, "v1", "ConfigMap", Some("default"), "step-2")
             .await
@@ -1151,5 +1164,5 @@ async fn new_dependency_rules_reach_settled_bindings() {
         binding_before.spec.resource, binding_after.spec.resource,
         "the binding's template inputs did not move; the rules did"
     );
-    wait_resync_leaves_alone(&env, 1.0).await;
+    wait_resync_leaves_alone(&env, 1.0, 2.0).await;
 }

@@ -154,7 +154,8 @@ enum TemplateDependencies {
 pub enum Processed {
     /// Reconciled.
     Reconciled,
-    /// Left alone: a binding [settled](Index::settled) as the watch last delivered it.
+    /// Left alone: a binding [settled](Index::settled) as the watch last delivered it, or an
+    /// attached binding the caches show as it should be ([`crate::plan::settled`]).
     Settled,
 }
 
@@ -244,7 +245,9 @@ impl Context {
     /// Processes one queued key. A binding that is [settled](Index::settled) as the watch last
     /// delivered it is left alone: the reconcile would read the template at the inputs its
     /// dependencies were read at and find them again (the echo of this process's own
-    /// annotation write, a resync, a pickup after `SyncDependencies` did the work).
+    /// annotation write, a resync, a pickup after `SyncDependencies` did the work). So is a
+    /// [`Key::Dependency`] whose attached binding the caches show as they ask
+    /// ([`crate::plan::settled`]); a [`Key::Object`] is always reconciled.
     pub async fn process(&self, key: &Key) -> Result<Processed, ReconcileError> {
         match key {
             Key::Binding(binding) => {
@@ -261,7 +264,8 @@ impl Context {
                     .await
                     .map(|_| Processed::Reconciled)
             }
-            Key::Dependency(dep) => {
+            Key::Dependency(dep) if self.attached_settled(dep) => Ok(Processed::Settled),
+            Key::Dependency(dep) | Key::Object(dep) => {
                 let span =
                     tracing::info_span!("reconcile_dependency", dependency = %describe_dependency(dep));
                 for binding in self.index().referencing(dep) {
@@ -476,6 +480,16 @@ impl Context {
         views
     }
 
+    /// Whether `dep`'s attached binding, as cached, is already what the cached bindings that
+    /// record `dep` ask for ([`crate::plan::settled`]).
+    fn attached_settled(&self, dep: &DependencyRef) -> bool {
+        let candidates = self.referencing_views(dep, None);
+        let required_by = desired_required_by(dep, candidates.iter());
+        let requiring: Vec<&BindingView> = candidates.iter().filter(|v| v.requires(dep)).collect();
+        let existing = self.cached_binding(&BindingKey::attached_to(dep));
+        crate::plan::settled(dep, existing.as_ref(), &required_by, &resolve(&requiring))
+    }
+
     /// Reconciles `dep`'s attached binding (see [`crate::plan::plan`]).
     pub async fn reconcile_dependency(
         &self,
@@ -503,7 +517,7 @@ impl Context {
             Plan::WaitForDeletion => {
                 debug!(binding = %key, "attached binding is being deleted; waiting");
                 self.queue.add_after(
-                    Arc::new(Key::Dependency(dep.clone())),
+                    Arc::new(Key::Object(dep.clone())),
                     std::time::Duration::from_secs(2),
                 );
                 return Ok(outcome);

@@ -3,7 +3,10 @@
 //! bindings, and what to reconcile when a binding or a dependency object changes.
 //!
 //! The index is rebuilt from the watches' initial lists on every start, so it is a cache of the
-//! API's state, never a memory of past events (invariant 2).
+//! API's state, never a memory of past events (invariant 2). The one thing it adds is, per
+//! binding, the mark of the template inputs and rules at which this process last read the
+//! template with success ([`Index::settled`], ADR 0026): it only ever spares a read whose
+//! result is already recorded on the binding, and a start has none.
 //!
 //! Each dependency and each binding key is held once: the bindings, the reverse map and the
 //! attached set share it (`Arc`), and the index hands out owned copies only in what its methods
@@ -27,8 +30,13 @@ pub enum Key {
     /// Read the independent binding's template, record its dependencies, and reconcile the
     /// attached bindings of its old and new dependencies.
     Binding(BindingKey),
-    /// Reconcile one dependency's attached binding.
+    /// Reconcile one dependency's attached binding because the bindings around it changed (or
+    /// at a resync): left alone when the caches already show it as they ask
+    /// ([`crate::plan::settled`]).
     Dependency(DependencyRef),
+    /// Reconcile one dependency's attached binding because its object changed: the object is
+    /// always read.
+    Object(DependencyRef),
 }
 
 /// A dependency as the index holds it: the one copy [`Index::dependencies`] hands out.

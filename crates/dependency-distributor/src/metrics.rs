@@ -5,8 +5,9 @@
 //!   `requiredBy`) in the control plane;
 //! - `flotilla_dependency_reconciles_total{kind,result}`: reconciles of independent bindings
 //!   (`kind="binding"`) and of attached bindings (`kind="dependency"`), `result` = `ok`,
-//!   `error`, or `settled` for a queued binding left alone (its dependencies already read at
-//!   its template inputs and rules: no API call);
+//!   `error`, or `settled` for a queued key left alone with no API call (a binding whose
+//!   dependencies were already read at its template inputs and rules; a dependency whose cached
+//!   attached binding is as the cached bindings ask);
 //! - `flotilla_dependency_template_reads_total{read}`: a binding reconcile that needed its
 //!   template's dependencies read the template (`read="true"`) or found them already read at
 //!   the binding's template inputs and rules (`read="false"`);

@@ -225,6 +225,47 @@ pub fn set_conflict_condition(
     )
 }
 
+/// Whether the attached binding of `dep`, as `existing` (cached) shows it, is already what
+/// `required_by` and `resolution` ask for, assuming the dependency object is as the binding
+/// records it (uid, resourceVersion, fingerprint annotation): a reconcile would write nothing.
+/// A change of the object is not seen here; its own watch event reconciles it in full.
+pub fn settled(
+    dep: &DependencyRef,
+    existing: Option<&BindingView>,
+    required_by: &[BindingSnapshot],
+    resolution: &Resolution,
+) -> bool {
+    let Some(existing) = existing else {
+        // Nothing to create while nothing requires it; otherwise the object must be read.
+        return required_by.is_empty();
+    };
+    let Some(fingerprint) = &existing.fingerprint else {
+        return false;
+    };
+    let recorded = ObjectState {
+        uid: existing.resource.uid.clone(),
+        resource_version: existing.resource.resource_version.clone(),
+        fingerprint: fingerprint.clone(),
+    };
+    if plan(
+        dep,
+        Some(&recorded),
+        Some(existing),
+        required_by,
+        &resolution.fields,
+    ) != Plan::Nothing
+    {
+        return false;
+    }
+    // The DependencyConflict condition (attached-only bindings).
+    existing.claimed
+        || !set_conflict_condition(
+            &mut existing.conditions.clone(),
+            &resolution.disagreements,
+            Timestamp::now(),
+        )
+}
+
 /// The dependency object as read from the API.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ObjectState {
@@ -1141,6 +1182,67 @@ mod tests {
         assert_eq!(conditions[0].status, "False");
         assert_eq!(conditions[0].reason, REASON_AGREE);
         assert!(!set_conflict_condition(&mut conditions, &[], now));
+    }
+
+    /// The cache-only check: settled exactly when a reconcile over the object as the binding
+    /// records it would plan nothing and leave the conflict condition as it is.
+    #[test]
+    fn an_attached_binding_is_settled_when_the_caches_ask_for_nothing() {
+        let dep = cm("cfg");
+        let web = workload("web", &["m1"], &[cm("cfg")]);
+        let required = desired_required_by(&dep, [&web]);
+        let agreed = resolve(&[&web]);
+        let existing = attached(&dep, required.clone(), "u1", "5", "fp1");
+        assert!(settled(&dep, Some(&existing), &required, &agreed));
+
+        // Nothing cached: settled only while nothing requires it (a create reads the object).
+        assert!(settled(&dep, None, &[], &Resolution::default()));
+        assert!(!settled(&dep, None, &required, &agreed));
+
+        // The workload moved: requiredBy must be patched.
+        let moved = desired_required_by(&dep, [&workload("web", &["m2"], &[cm("cfg")])]);
+        assert!(!settled(&dep, Some(&existing), &moved, &agreed));
+        // Nothing requires it any more: the attached-only binding is to be deleted.
+        assert!(!settled(&dep, Some(&existing), &[], &Resolution::default()));
+        // A field the workloads decide.
+        let mut overwrite = web.clone();
+        overwrite.conflict_resolution = Some(ConflictResolution::Overwrite);
+        assert!(!settled(
+            &dep,
+            Some(&existing),
+            &required,
+            &resolve(&[&overwrite])
+        ));
+        // Being deleted while still required: wait for it.
+        let mut deleting = existing.clone();
+        deleting.deleting = true;
+        assert!(!settled(&dep, Some(&deleting), &required, &agreed));
+        // No fingerprint recorded: the object must be read to record one.
+        let mut unrecorded = existing.clone();
+        unrecorded.fingerprint = None;
+        assert!(!settled(&dep, Some(&unrecorded), &required, &agreed));
+
+        // The conflict condition: missing while the workloads disagree, then present.
+        let mut other = workload("api", &["m1"], &[cm("cfg")]);
+        other.conflict_resolution = Some(ConflictResolution::Overwrite);
+        let both = desired_required_by(&dep, [&web, &other]);
+        let disagreeing = resolve(&[&web, &other]);
+        assert!(!disagreeing.disagreements.is_empty());
+        let mut shared = attached(&dep, both.clone(), "u1", "5", "fp1");
+        assert!(!settled(&dep, Some(&shared), &both, &disagreeing));
+        set_conflict_condition(
+            &mut shared.conditions,
+            &disagreeing.disagreements,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(settled(&dep, Some(&shared), &both, &disagreeing));
+
+        // A claimed binding: requiredBy only, no condition.
+        let mut claimed = attached(&dep, required.clone(), "u1", "5", "fp1");
+        claimed.claimed = true;
+        claimed.conflict_resolution = Some(ConflictResolution::Overwrite);
+        assert!(settled(&dep, Some(&claimed), &required, &disagreeing));
+        assert!(!settled(&dep, Some(&claimed), &moved, &agreed));
     }
 
     // ----- merge_diff ---------------------------------------------------------------------

@@ -203,7 +203,7 @@ async fn watch_dependency_kind(ctx: Arc<Context>, api_version: String, kind: Str
             name: object.metadata.name.clone().unwrap_or_default(),
         };
         if ctx.index().is_relevant(&dep) {
-            ctx.enqueue([Key::Dependency(dep)]);
+            ctx.enqueue([Key::Object(dep)]);
         }
     }
 }
@@ -313,10 +313,12 @@ pub async fn poll_rules_file(
 
 /// Every `period`, until `shutdown`, queues every distributing binding that is not settled
 /// ([`crate::index::Index::settled`]: its dependencies read with success at its current
-/// template inputs and rules) and every dependency: a safety net under the watches. A settled
-/// binding is left alone: what could change its dependencies reaches the watch (the detector
-/// moves `spec.resource.resourceVersion` with every content change of the template) or moves
-/// the rules generation (ADR 0026).
+/// template inputs and rules) and every dependency, which is left alone when the caches show
+/// its attached binding as they ask ([`crate::plan::settled`]): a safety net under the
+/// watches that reads nothing for what is settled. What could change a settled binding's
+/// dependencies reaches the binding watch (the detector moves `spec.resource.resourceVersion`
+/// with every content change of the template) or moves the rules generation; a dependency
+/// object's change reaches its watch, which lists again after any gap (ADR 0026).
 pub async fn resync(ctx: Arc<Context>, period: Duration, shutdown: Shutdown) {
     loop {
         tokio::select! {
@@ -349,7 +351,7 @@ pub async fn worker(ctx: Arc<Context>) {
         let started = std::time::Instant::now();
         let kind = match *key {
             Key::Binding(_) => "binding",
-            Key::Dependency(_) => "dependency",
+            Key::Dependency(_) | Key::Object(_) => "dependency",
         };
         match ctx.process(&key).await {
             Ok(Processed::Reconciled) => {
