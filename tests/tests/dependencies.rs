@@ -630,13 +630,20 @@ async fn wait_workflows_served(client: &Client) {
     .await;
 }
 
-/// Beyond Karmada: a declarative rule (ConfigMap `flotilla-system/flotilla-dependency-rules`)
-/// makes the ConfigMaps a CRD kind names dependencies.
-#[tokio::test]
-async fn a_crd_kind_via_a_declarative_rule() {
-    let env = Env::start(EnvOptions::default()).await;
+/// The rules ConfigMap `flotilla-system/flotilla-dependency-rules`: a Workflow's ConfigMaps are
+/// named at `name_path`.
+fn workflow_rules(name_path: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "flotilla-dependency-rules", "namespace": "flotilla-system"},
+           "data": {"rules.yaml": format!("apiVersion: flotilla.io/v1alpha1\nkind: DependencyRules\nrules:\n  - apiVersion: example.io/v1\n    kind: Workflow\n    references:\n      - apiVersion: v1\n        kind: ConfigMap\n        namePaths: [\"{name_path}\"]\n")}})
+}
+
+/// The Workflow CRD everywhere, the rules ConfigMap with `name_path`, the ConfigMaps `step-1`
+/// and `step-2`, the Workflow `default/nightly` naming both, and its policy (`propagateDeps`,
+/// member2). Returns the control-plane and member clients.
+async fn nightly_workflow(env: &Env, name_path: &str) -> (Client, Vec<Client>) {
     let cp = env.control_plane_client().await;
-    let members = members(&env).await;
+    let members = members(env).await;
     for client in std::iter::once(&cp).chain(members.iter()) {
         fixtures::apply(client, WORKFLOW_CRD).await;
     }
@@ -648,13 +655,7 @@ async fn a_crd_kind_via_a_declarative_rule() {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flotilla-system"}}),
     )
     .await;
-    apply(
-        &cp,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "flotilla-dependency-rules", "namespace": "flotilla-system"},
-               "data": {"rules.yaml": "apiVersion: flotilla.io/v1alpha1\nkind: DependencyRules\nrules:\n  - apiVersion: example.io/v1\n    kind: Workflow\n    references:\n      - apiVersion: v1\n        kind: ConfigMap\n        namePaths: [\".spec.steps[*].configMap\"]\n"}}),
-    )
-    .await;
+    apply(&cp, workflow_rules(name_path)).await;
     apply(&cp, config_map("default", "step-1", "a")).await;
     apply(&cp, config_map("default", "step-2", "b")).await;
     apply(
@@ -673,6 +674,15 @@ async fn a_crd_kind_via_a_declarative_rule() {
                         "placement": {"clusterAffinity": {"clusterNames": ["member2"]}}}}),
     )
     .await;
+    (cp, members)
+}
+
+/// Beyond Karmada: a declarative rule (ConfigMap `flotilla-system/flotilla-dependency-rules`)
+/// makes the ConfigMaps a CRD kind names dependencies.
+#[tokio::test]
+async fn a_crd_kind_via_a_declarative_rule() {
+    let env = Env::start(EnvOptions::default()).await;
+    let (cp, members) = nightly_workflow(&env, ".spec.steps[*].configMap").await;
     wait_placed(
         &members,
         "example.io/v1",
@@ -1110,43 +1120,7 @@ async fn the_resync_leaves_settled_bindings_alone_and_template_edits_still_count
 #[tokio::test]
 async fn new_dependency_rules_reach_settled_bindings() {
     let env = Env::start(resync_every_second()).await;
-    let cp = env.control_plane_client().await;
-    let members = members(&env).await;
-    for client in std::iter::once(&cp).chain(members.iter()) {
-        fixtures::apply(client, WORKFLOW_CRD).await;
-    }
-    for client in std::iter::once(&cp).chain(members.iter()) {
-        wait_workflows_served(client).await;
-    }
-    apply(
-        &cp,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flotilla-system"}}),
-    )
-    .await;
-    let rules = |path: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "flotilla-dependency-rules", "namespace": "flotilla-system"},
-               "data": {"rules.yaml": format!("apiVersion: flotilla.io/v1alpha1\nkind: DependencyRules\nrules:\n  - apiVersion: example.io/v1\n    kind: Workflow\n    references:\n      - apiVersion: v1\n        kind: ConfigMap\n        namePaths: [\"{path}\"]\n")}})
-    };
-    apply(&cp, rules(".spec.steps[0].configMap")).await;
-    apply(&cp, config_map("default", "step-1", "a")).await;
-    apply(&cp, config_map("default", "step-2", "b")).await;
-    apply(
-        &cp,
-        json!({"apiVersion": "example.io/v1", "kind": "Workflow",
-               "metadata": {"name": "nightly", "namespace": "default"},
-               "spec": {"steps": [{"configMap": "step-1"}, {"configMap": "step-2"}]}}),
-    )
-    .await;
-    apply(
-        &cp,
-        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-               "metadata": {"name": "nightly", "namespace": "default"},
-               "spec": {"propagateDeps": true,
-                        "resourceSelectors": [{"apiVersion": "example.io/v1", "kind": "Workflow", "name": "nightly"}],
-                        "placement": {"clusterAffinity": {"clusterNames": ["member2"]}}}}),
-    )
-    .await;
+    let (cp, members) = nightly_workflow(&env, ".spec.steps[0].configMap").await;
     wait_core(&members, "ConfigMap", "step-1", &[2]).await;
     wait_resync_leaves_alone(&env, 1.0, 1.0).await;
     assert!(
@@ -1156,7 +1130,7 @@ async fn new_dependency_rules_reach_settled_bindings() {
     );
 
     let binding_before = binding(&cp, "default", "nightly-workflow").await.unwrap();
-    apply(&cp, rules(".spec.steps[*].configMap")).await;
+    apply(&cp, workflow_rules(".spec.steps[*].configMap")).await;
     wait_core(&members, "ConfigMap", "step-2", &[2]).await;
     stays_placed(&members, "ConfigMap", "default", "step-1", &[2]).await;
     let binding_after = binding(&cp, "default", "nightly-workflow").await.unwrap();
