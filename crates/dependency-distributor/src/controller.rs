@@ -18,7 +18,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, RwLock};
 
 use flotilla_api::well_known::{DEPENDENCIES_ANNOTATION, FIELD_MANAGER, TRACE_PARENT_ANNOTATION};
-use flotilla_api::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec};
+use flotilla_api::{BindingSnapshot, ClusterResourceBinding, ResourceBinding, ResourceBindingSpec};
 use flotilla_interpreter::{DependencyRef, dependencies};
 use flotilla_proto::v1::BindingRef;
 use flotilla_proto::v1::ScheduleRequest;
@@ -45,7 +45,9 @@ use crate::fingerprint::fingerprint;
 use crate::index::{Index, Key, template_digest};
 use crate::kinds::{Kinds, Resolved};
 use crate::metrics::metrics;
-use crate::plan::{ObjectState, Plan, desired_required_by, plan, resolve, set_conflict_condition};
+use crate::plan::{
+    ObjectState, Plan, Resolution, desired_required_by, plan, resolve, set_conflict_condition,
+};
 use crate::rules::RulesSet;
 
 /// How many lock stripes serialise reconciles of the same dependency within the process.
@@ -480,14 +482,26 @@ impl Context {
         views
     }
 
+    /// What the bindings that record `dep` (from the caches, `overlay` in place of its cached
+    /// version) ask of its attached binding: its `requiredBy`, and the fields resolved from the
+    /// bindings that require it.
+    fn asked(
+        &self,
+        dep: &DependencyRef,
+        overlay: Option<&BindingView>,
+    ) -> (Vec<BindingSnapshot>, Resolution) {
+        let candidates = self.referencing_views(dep, overlay);
+        let required_by = desired_required_by(dep, candidates.iter());
+        let requiring: Vec<&BindingView> = candidates.iter().filter(|v| v.requires(dep)).collect();
+        (required_by, resolve(&requiring))
+    }
+
     /// Whether `dep`'s attached binding, as cached, is already what the cached bindings that
     /// record `dep` ask for ([`crate::plan::settled`]).
     fn attached_settled(&self, dep: &DependencyRef) -> bool {
-        let candidates = self.referencing_views(dep, None);
-        let required_by = desired_required_by(dep, candidates.iter());
-        let requiring: Vec<&BindingView> = candidates.iter().filter(|v| v.requires(dep)).collect();
+        let (required_by, resolution) = self.asked(dep, None);
         let existing = self.cached_binding(&BindingKey::attached_to(dep));
-        crate::plan::settled(dep, existing.as_ref(), &required_by, &resolve(&requiring))
+        crate::plan::settled(dep, existing.as_ref(), &required_by, &resolution)
     }
 
     /// Reconciles `dep`'s attached binding (see [`crate::plan::plan`]).
@@ -497,10 +511,7 @@ impl Context {
         overlay: Option<&BindingView>,
     ) -> Result<DependencyOutcome, ReconcileError> {
         let _guard = self.lock_for(dep).lock().await;
-        let candidates = self.referencing_views(dep, overlay);
-        let required_by = desired_required_by(dep, candidates.iter());
-        let requiring: Vec<&BindingView> = candidates.iter().filter(|v| v.requires(dep)).collect();
-        let resolution = resolve(&requiring);
+        let (required_by, resolution) = self.asked(dep, overlay);
         let key = BindingKey::attached_to(dep);
         let existing = self.get_binding(&key).await?;
         let object = self.get_object(dep).await?;
