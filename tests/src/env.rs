@@ -512,7 +512,23 @@ pub async fn metric_sample(address: &str, name: &str) -> Option<f64> {
     if code != 200 {
         return None;
     }
+    sample_in(&body, name)
+}
+
+/// The value of the sample `name` (with its labels, exactly as exposed) in `/metrics` text
+/// `body`, if present.
+pub fn sample_in(body: &str, name: &str) -> Option<f64> {
     body.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|value| value.trim().parse().ok())
+}
+
+/// The sum of the series of metric `family` in `/metrics` text `body` whose labels include
+/// every one of `labels` (`name="value"`).
+pub fn series_sum(body: &str, family: &str, labels: &[&str]) -> f64 {
+    let prefix = format!("{family}{{");
+    body.lines()
+        .filter(|line| line.starts_with(&prefix) && labels.iter().all(|l| line.contains(l)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use flotilla_api::policy::ConflictResolution;
 use flotilla_api::well_known::DEPENDENCIES_ANNOTATION;
 use flotilla_api::{ClusterResourceBinding, ResourceBinding, Work};
+use flotilla_e2e::env::{sample_in, series_sum};
 use flotilla_e2e::fixtures::{self, TIMEOUT};
 use flotilla_e2e::wait::{eventually, stays, wait_until};
 use flotilla_e2e::{Env, EnvOptions, Service};
@@ -1007,22 +1008,13 @@ async fn resync_counts(env: &Env) -> ResyncCounts {
         .http_get(Service::DependencyDistributor, "/metrics")
         .await
         .unwrap();
-    let sample = |name: &str| {
-        body.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-            .unwrap_or_default()
-    };
-    let gets = |of: &dyn Fn(&str) -> bool| -> f64 {
-        body.lines()
-            .filter(|line| {
-                line.starts_with("flotilla_control_plane_requests_total{")
-                    && line.contains(r#"verb="get""#)
-                    && !line.contains(r#"resource="leases""#)
-                    && of(line)
-            })
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    let sample = |name: &str| sample_in(&body, name).unwrap_or_default();
+    let gets = |resource: &str| {
+        series_sum(
+            &body,
+            "flotilla_control_plane_requests_total",
+            &[r#"verb="get""#, resource],
+        )
     };
     ResyncCounts {
         queued: sample("flotilla_dependency_resync_bindings_queued_total"),
@@ -1030,10 +1022,8 @@ async fn resync_counts(env: &Env) -> ResyncCounts {
         dependencies_settled: sample(
             r#"flotilla_dependency_reconciles_total{kind="dependency",result="settled"}"#,
         ),
-        template_gets: gets(&|line| {
-            line.contains(r#"resource="deployments""#) || line.contains(r#"resource="workflows""#)
-        }),
-        gets: gets(&|_| true),
+        template_gets: gets(r#"resource="deployments""#) + gets(r#"resource="workflows""#),
+        gets: gets("") - gets(r#"resource="leases""#),
     }
 }
 

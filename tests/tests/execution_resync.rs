@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use flotilla_api::ResourceBinding;
+use flotilla_e2e::env::series_sum;
 use flotilla_e2e::fixtures::{self, TIMEOUT, deployment_yaml, wait_member_deployment};
 use flotilla_e2e::wait::wait_until;
 use flotilla_e2e::{Env, EnvOptions, Service};
@@ -81,16 +82,6 @@ async fn resync_counters(env: &Env) -> Counters {
         bindings_settled: sample("flotilla_execution_resync_bindings_settled_total").await,
         binding_reads: reads(env, "resourcebindings").await,
     }
-}
-
-/// The sum of the series of metric `family` in `/metrics` text `body` whose labels include
-/// every one of `labels` (`name="value"`).
-fn series_sum(body: &str, family: &str, labels: &[&str]) -> f64 {
-    let prefix = format!("{family}{{");
-    body.lines()
-        .filter(|line| line.starts_with(&prefix) && labels.iter().all(|l| line.contains(l)))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// Execution's GETs of `resource`, as its `flotilla_control_plane_requests_total` counts them.
