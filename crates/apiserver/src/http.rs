@@ -579,6 +579,19 @@ fn content_type(parts: &http::request::Parts) -> String {
         .to_ascii_lowercase()
 }
 
+/// Parses a YAML body. Clients send most YAML bodies as JSON (kube-rs and client-go send every
+/// server-side apply configuration as JSON under `application/apply-patch+yaml`), and JSON is
+/// YAML: a body that opens like a JSON object is read by the JSON parser, many times faster
+/// than the YAML one, which still reads what JSON does not accept (flow-style YAML such as
+/// `{a: b}`) and gives the error.
+fn parse_yaml(body: &[u8]) -> Result<Value, serde_yaml::Error> {
+    let opens_an_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if opens_an_object && let Ok(value) = serde_json::from_slice(body) {
+        return Ok(value);
+    }
+    serde_yaml::from_slice(body)
+}
+
 /// Decodes a JSON or YAML object body.
 fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -593,7 +606,7 @@ fn decode_object(body: &[u8], content_type: &str) -> ApiResult<Value> {
             ApiError::bad_request(format!("the protobuf request body could not be decoded: {e}"))
         })?,
         "application/yaml" | "application/x-yaml" | "text/yaml" | "application/apply-patch+yaml" => {
-            serde_yaml::from_slice(body)
+            parse_yaml(body)
                 .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))?
         }
         other => return Err(ApiError::unsupported_media_type(other)),
@@ -963,7 +976,7 @@ fn decode_patch(content_type: &str, body: &[u8]) -> ApiResult<Patch> {
             Ok(Patch::Strategic(parse_json("strategic merge patch")?))
         }
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
-            let v: Value = serde_yaml::from_slice(body).map_err(|e| {
+            let v: Value = parse_yaml(body).map_err(|e| {
                 ApiError::bad_request(format!("the apply configuration is not valid YAML: {e}"))
             })?;
             if !v.is_object() {
@@ -1157,5 +1170,45 @@ mod tests {
         assert_eq!(decode_object(b"[1]", "application/json").unwrap_err().code, 400);
         assert!(decode_object(b"kind: X\n", "application/yaml").is_ok());
         assert_eq!(decode_object(b"{}", "text/html").unwrap_err().code, 415);
+    }
+
+    /// A YAML body written as JSON reads as JSON would; flow-style YAML that is not JSON, YAML
+    /// documents and YAML errors are still the YAML parser's.
+    #[test]
+    fn yaml_bodies_sent_as_json() {
+        let apply = |body: &[u8]| match decode_patch("application/apply-patch+yaml", body) {
+            Ok(Patch::Apply(v)) => Ok(v),
+            Ok(_) => panic!("an apply configuration decoded as another patch type"),
+            Err(e) => Err(e),
+        };
+        let json = br#" {"kind": "ConfigMap", "data": {"on": "yes", "n": "1"}, "replicas": 3, "f": 1.5}"#;
+        let expected = json!({"kind": "ConfigMap", "data": {"on": "yes", "n": "1"}, "replicas": 3, "f": 1.5});
+        assert_eq!(apply(json).unwrap(), expected);
+        assert_eq!(decode_object(json, "application/yaml").unwrap(), expected);
+        // JSON escapes the YAML scanner rejects (a surrogate pair) are read.
+        assert_eq!(
+            apply(br#"{"data": {"smile": "\ud83d\ude00"}}"#).unwrap(),
+            json!({"data": {"smile": "\u{1f600}"}})
+        );
+        // Flow-style YAML is not JSON: the YAML parser reads it, with YAML's types.
+        assert_eq!(
+            apply(b"{kind: ConfigMap, data: {a: b}, n: 2}").unwrap(),
+            json!({"kind": "ConfigMap", "data": {"a": "b"}, "n": 2})
+        );
+        assert_eq!(
+            apply(b"kind: ConfigMap\nn: 2\n").unwrap(),
+            json!({"kind": "ConfigMap", "n": 2})
+        );
+        // What neither reads is a YAML error, named as before.
+        let error = apply(b"{\"kind\": [}").unwrap_err();
+        assert_eq!(error.code, 400);
+        assert!(
+            error
+                .message
+                .contains("the apply configuration is not valid YAML"),
+            "{}",
+            error.message
+        );
+        assert_eq!(apply(b"[1, 2]").unwrap_err().code, 400);
     }
 }
