@@ -109,6 +109,26 @@ pub fn try_health(obj: &Value) -> Result<Health, InterpretError> {
     })
 }
 
+/// Whether a controller of the member is yet to report on `obj`: a workload whose controller
+/// records the generation it acted on (`apps/v1` Deployment, StatefulSet, ReplicaSet,
+/// DaemonSet) and whose `status.observedGeneration` is not its `metadata.generation`, as an
+/// object just created or whose spec just changed. Its status is about to change without any
+/// write of flotilla's. Any other kind, and an object that cannot be interpreted, is not
+/// waited for.
+pub fn awaits_controller(obj: &Value) -> bool {
+    if !matches!(
+        Kind::of(obj),
+        Some(Kind::Deployment | Kind::StatefulSet | Kind::ReplicaSet | Kind::DaemonSet)
+    ) {
+        return false;
+    }
+    let object = describe(obj);
+    let root = Node::root(obj, &object);
+    Status::of(&root)
+        .and_then(|status| generation_observed(&root, &status))
+        .is_ok_and(|observed| !observed)
+}
+
 /// An object's `status`, possibly absent (then every field reads as zero or empty).
 struct Status<'a>(Option<Node<'a>>);
 

@@ -99,7 +99,7 @@ mod status;
 
 pub use dependencies::{DependencyRef, dependencies};
 pub use error::{InterpretError, RuleProblem, RulesError};
-pub use health::{Health, health, try_health};
+pub use health::{Health, awaits_controller, health, try_health};
 pub use replicas::{ReplicaInfo, divide_job_completions, replicas, revise_job_completions, revise_replicas};
 pub use rules::{DependencyRules, RULES_API_VERSION, RULES_KIND};
 pub use status::{aggregate_status, reflect_status};

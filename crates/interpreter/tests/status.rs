@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use flotilla_api::work::ResourceHealth;
-use flotilla_interpreter::{Health, aggregate_status, health, reflect_status, try_health};
+use flotilla_interpreter::{Health, aggregate_status, awaits_controller, health, reflect_status, try_health};
 use serde_json::{Value, json};
 
 fn object(api_version: &str, kind: &str, generation: i64, spec: Value, status: Value) -> Value {
@@ -249,6 +249,79 @@ fn malformed_known_kinds_have_unknown_health() {
         try_health(&object("v1", "ConfigMap", 1, json!({}), json!(1))).unwrap(),
         Health::Healthy
     );
+}
+
+/// Every kind whose controller records the generation it acted on is awaited until it has
+/// (no status, an older one, or a missing `observedGeneration`); an observed generation ends
+/// the wait whatever the counts say; other kinds, other API versions and objects that cannot
+/// be read are never awaited.
+#[test]
+fn controllers_are_awaited_until_they_observe_the_generation() {
+    let observed = |generation: i64| json!({"observedGeneration": generation, "replicas": 0});
+    for kind in ["Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"] {
+        let spec = json!({"replicas": 3});
+        assert!(
+            awaits_controller(&object("apps/v1", kind, 1, spec.clone(), Value::Null)),
+            "{kind}: just created"
+        );
+        let mut fresh = object("apps/v1", kind, 1, spec.clone(), Value::Null);
+        fresh.as_object_mut().unwrap().remove("status");
+        assert!(awaits_controller(&fresh), "{kind}: no status field");
+        assert!(
+            awaits_controller(&object("apps/v1", kind, 1, spec.clone(), json!({}))),
+            "{kind}: empty status"
+        );
+        assert!(
+            awaits_controller(&object("apps/v1", kind, 2, spec.clone(), observed(1))),
+            "{kind}: spec changed"
+        );
+        assert!(
+            !awaits_controller(&object("apps/v1", kind, 2, spec.clone(), observed(2))),
+            "{kind}: observed"
+        );
+        // Unavailable but observed: the controller has reported; health says the rest.
+        assert!(
+            !awaits_controller(&object("apps/v1", kind, 1, spec.clone(), observed(1))),
+            "{kind}: 0 ready"
+        );
+        // Not the apps/v1 kind, or unreadable: not waited for.
+        assert!(!awaits_controller(&object(
+            "apps/v1beta1",
+            kind,
+            1,
+            spec.clone(),
+            Value::Null
+        )));
+        assert!(!awaits_controller(&object(
+            "apps/v1",
+            kind,
+            1,
+            spec.clone(),
+            json!({"observedGeneration": "1"})
+        )));
+        assert!(!awaits_controller(&object(
+            "apps/v1",
+            kind,
+            1,
+            spec,
+            json!("Running")
+        )));
+    }
+    for (api_version, kind) in [
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "Service"),
+        ("v1", "Pod"),
+        ("v1", "PersistentVolumeClaim"),
+        ("batch/v1", "Job"),
+        ("batch/v1", "CronJob"),
+        ("example.io/v1", "Widget"),
+    ] {
+        assert!(
+            !awaits_controller(&object(api_version, kind, 1, json!({}), Value::Null)),
+            "{kind}"
+        );
+    }
 }
 
 #[test]
