@@ -19,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use crate::apply_once::{Decision, SkipReason, decide, effective_mode};
+use crate::apply_once::{Decision, Mode, SkipReason, decide, effective_mode};
 use crate::clusters::{Member, MemberClient, ensure_watch, member_client, member_error};
 use crate::context::Context;
 use crate::dispatch::{binding_of_work, get_binding};
@@ -36,6 +36,14 @@ use crate::works::{WORK_FINALIZER, applied_revisions};
 pub const APPLIED_MESSAGE: &str = "Manifest has been successfully applied";
 /// Message of `Dispatching=True`.
 pub const DISPATCHING_MESSAGE: &str = "Work is being dispatched to the member cluster.";
+
+/// The default of `--report-wait`: how long the report of a Work whose member objects were
+/// just written waits for the member's controllers to report on them (a Deployment's
+/// controller writes its status as soon as it sees a new generation). The member watch queues
+/// the Work when one does, and that reconcile writes one status saying both that the manifests
+/// were applied and what the member made of them, instead of one status write for each. After
+/// the wait the Work is reported anyway.
+pub const REPORT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Processes `member`'s Work queue until shutdown (several of these share one queue; the queue
 /// never hands one Work to two of them), failures retried with per-Work exponential backoff.
@@ -114,6 +122,9 @@ struct ManifestResult {
     outcome: Outcome,
     status: ManifestStatus,
     applied_revision: Option<String>,
+    /// Written just now, and a controller of the member is yet to report on it
+    /// ([`flotilla_interpreter::awaits_controller`]).
+    awaits_controller: bool,
 }
 
 /// Reconciles Work `name` of `member`.
@@ -122,6 +133,8 @@ pub async fn reconcile_work(
     member: &Arc<Member>,
     name: &str,
 ) -> Result<(), ExecutionError> {
+    // This reconcile reports, or waits again: an earlier wait is over.
+    member.report_taken(name);
     let namespace = member.namespace();
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
     let Some(work) = api
@@ -259,6 +272,10 @@ pub async fn reconcile_work(
         );
     }
 
+    if !ctx.settings.report_wait.is_zero() && report_waits(&results, was_dispatching) {
+        member.wait_for_report(name.into(), ctx.settings.report_wait);
+        return Ok(());
+    }
     let (applied, reason, message) = applied_condition(&results);
     conditions::set(
         &mut status.conditions,
@@ -290,6 +307,21 @@ pub async fn reconcile_work(
         Some(Outcome::Failed(message)) => Err(ExecutionError::NotReady(message)),
         _ => Ok(()),
     }
+}
+
+/// Whether the report of a reconcile with these `results` waits for the member's controllers
+/// (see [`REPORT_WAIT`]): every manifest is applied (or left as it was) and one just written
+/// awaits its controller. A Work whose dispatching has just resumed reports at once: the
+/// `DispatchResumed` event goes with the status that ends the suspension.
+fn report_waits(results: &[ManifestResult], was_dispatching: Option<bool>) -> bool {
+    was_dispatching != Some(false)
+        && results.iter().any(|r| r.awaits_controller)
+        && results.iter().all(|r| {
+            matches!(
+                r.outcome,
+                Outcome::Applied | Outcome::Unchanged | Outcome::Skipped(_)
+            )
+        })
 }
 
 /// `Applied` from the manifests' outcomes: unreachable wins, then conflicts, then failures.
@@ -471,6 +503,7 @@ async fn apply_manifest_inner(
             applied_revision: None,
         },
         applied_revision: recorded_on_work.cloned(),
+        awaits_controller: false,
     };
     let Some(identity) = identity else {
         let error = ObjectIdentity::of(manifest)
@@ -555,6 +588,7 @@ async fn apply_manifest_inner(
             outcome: Outcome::Unchanged,
             status: status_of(live.as_ref()),
             applied_revision: recorded_on_work.cloned(),
+            awaits_controller: false,
         };
     }
     match decide(
@@ -569,6 +603,7 @@ async fn apply_manifest_inner(
                 outcome: Outcome::Skipped(reason),
                 status: status_of(live.as_ref()),
                 applied_revision: recorded,
+                awaits_controller: false,
             };
         }
         Decision::Apply => {}
@@ -588,6 +623,7 @@ async fn apply_manifest_inner(
             outcome: Outcome::Conflict(message),
             status: status_of(None),
             applied_revision: recorded_on_work.cloned(),
+            awaits_controller: false,
         };
     }
     let body = with_marks(manifest, &work_ref, &revision);
@@ -599,6 +635,7 @@ async fn apply_manifest_inner(
             outcome: Outcome::Unchanged,
             status: status_of(Some(live)),
             applied_revision: Some(desired_revision),
+            awaits_controller: false,
         };
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -631,6 +668,7 @@ async fn apply_manifest_inner(
             outcome: Outcome::Applied,
             status: status_of(Some(&applied)),
             applied_revision: Some(desired_revision),
+            awaits_controller: mode != Mode::Force && flotilla_interpreter::awaits_controller(&applied),
         },
         Err(error) => {
             if is_status(&error, 404) {
@@ -755,5 +793,56 @@ mod tests {
         assert!(apply_pending(&work(Some(3), Some(2))));
         assert!(!apply_pending(&work(Some(3), Some(3))));
         assert!(!apply_pending(&work(None, None)));
+    }
+
+    fn result(outcome: Outcome, awaits_controller: bool) -> ManifestResult {
+        ManifestResult {
+            outcome,
+            status: ManifestStatus {
+                identifier: ResourceIdentifier::default(),
+                status: None,
+                health: None,
+                applied_revision: None,
+            },
+            applied_revision: None,
+            awaits_controller,
+        }
+    }
+
+    /// A report waits only when a manifest written just now awaits its controller, nothing
+    /// failed, and dispatching did not just resume.
+    #[test]
+    fn a_report_waits_for_controllers_only_when_everything_was_applied() {
+        let deployment = || result(Outcome::Applied, true);
+        let config_map = || result(Outcome::Applied, false);
+        let unchanged = || result(Outcome::Unchanged, false);
+        let skipped = || result(Outcome::Skipped(SkipReason::AlreadyApplied), false);
+        for dispatching in [None, Some(true)] {
+            assert!(report_waits(&[deployment()], dispatching));
+            assert!(report_waits(
+                &[config_map(), deployment(), unchanged(), skipped()],
+                dispatching
+            ));
+            assert!(
+                !report_waits(&[config_map()], dispatching),
+                "no controller to wait for"
+            );
+            assert!(
+                !report_waits(&[unchanged(), skipped()], dispatching),
+                "nothing written"
+            );
+            assert!(!report_waits(&[], dispatching));
+            for failed in [
+                Outcome::Conflict("in the way".into()),
+                Outcome::Unreachable("down".into()),
+                Outcome::Failed("invalid".into()),
+            ] {
+                assert!(
+                    !report_waits(&[deployment(), result(failed.clone(), false)], dispatching),
+                    "{failed:?} is reported at once"
+                );
+            }
+        }
+        assert!(!report_waits(&[deployment()], Some(false)), "dispatching resumed");
     }
 }

@@ -72,6 +72,9 @@ pub struct Member {
     /// The kinds (apiVersion, kind) a member watch has listed, kept when the watches are
     /// dropped ([`Member::listed_again`]).
     listed: Mutex<HashSet<(String, String)>>,
+    /// Works whose report waits for the member's controllers, and when each wait ends
+    /// ([`Member::wait_for_report`]).
+    reports_due: Mutex<HashMap<Arc<str>, tokio::time::Instant>>,
 }
 
 /// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
@@ -139,7 +142,48 @@ impl Member {
             watches: Mutex::new(HashMap::new()),
             echoes: Mutex::new(HashMap::new()),
             listed: Mutex::new(HashSet::new()),
+            reports_due: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, tokio::time::Instant>> {
+        self.reports_due.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Leaves Work `name`'s report to a later reconcile: the one the member watch queues when
+    /// a controller of the member reports on what was applied, or else the one queued once
+    /// `wait` has passed. A reconcile of the Work in between ends the wait
+    /// ([`Member::report_taken`]), so the timer then queues nothing.
+    pub fn wait_for_report(self: &Arc<Self>, name: Arc<str>, wait: Duration) {
+        let due = tokio::time::Instant::now() + wait;
+        self.reports_due().insert(Arc::clone(&name), due);
+        // Weak: a member dropped (its Cluster deleted) does not live on in its timers.
+        let member = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(due).await;
+            let Some(member) = member.upgrade() else { return };
+            let mut reports_due = member.reports_due();
+            if reports_due.get(&name) == Some(&due) {
+                reports_due.remove(&name);
+                drop(reports_due);
+                crate::metrics::metrics().report_wait_ended(&member.name, true);
+                member.queue.add(name);
+            }
+        });
+    }
+
+    /// A reconcile of Work `name` began: it reports (or waits again), so a wait begun earlier
+    /// is over.
+    pub fn report_taken(&self, name: &str) {
+        if self.reports_due().remove(name).is_some() {
+            crate::metrics::metrics().report_wait_ended(&self.name, false);
+        }
+    }
+
+    /// How many Works' reports are waiting.
+    #[cfg(test)]
+    fn reports_waiting(&self) -> usize {
+        self.reports_due().len()
     }
 
     /// A member watch of `kind` finished listing: whether `kind` was listed before, by this
@@ -661,6 +705,51 @@ async fn write_cluster_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A waiting report is queued when its wait ends, unless a reconcile of the Work took it
+    /// first; waiting again moves the end.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_report_is_queued_once_unless_taken() {
+        use futures::FutureExt;
+        let member = Arc::new(Member::new("member1"));
+        let wait = Duration::from_millis(500);
+        let queued = |member: &Member| {
+            let mut names = Vec::new();
+            while !member.queue.is_empty() {
+                let name = member
+                    .queue
+                    .next()
+                    .now_or_never()
+                    .flatten()
+                    .expect("a queued name");
+                member.queue.done(&name);
+                names.push(name.to_string());
+            }
+            names
+        };
+        member.wait_for_report("work-a".into(), wait);
+        member.wait_for_report("work-b".into(), wait);
+        assert_eq!(member.reports_waiting(), 2);
+        tokio::time::sleep(Duration::from_millis(499)).await;
+        assert!(queued(&member).is_empty(), "not before the wait ends");
+        // The member watch queued work-b and its reconcile began: its report is taken.
+        member.report_taken("work-b");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert_eq!(queued(&member), ["work-a"]);
+        assert_eq!(member.reports_waiting(), 0);
+        tokio::time::sleep(wait).await;
+        assert!(queued(&member).is_empty(), "each wait queues at most once");
+
+        // Waiting again (a reconcile applied once more): only the later end queues.
+        member.wait_for_report("work-c".into(), wait);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        member.report_taken("work-c");
+        member.wait_for_report("work-c".into(), wait);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(queued(&member).is_empty(), "the first wait was taken");
+        tokio::time::sleep(Duration::from_millis(201)).await;
+        assert_eq!(queued(&member), ["work-c"]);
+    }
 
     #[test]
     fn only_the_event_of_its_own_apply_is_an_echo() {

@@ -33,6 +33,9 @@ pub struct Settings {
     pub probe_period: Duration,
     /// Deadline of one request to a member cluster.
     pub member_timeout: Duration,
+    /// How long a Work's report waits for the member's controllers (`--report-wait`, see
+    /// [`crate::apply::REPORT_WAIT`]); zero reports at once.
+    pub report_wait: Duration,
     /// Works of one member cluster applied concurrently.
     pub work_workers: usize,
     /// Failover taints on Clusters.
@@ -46,6 +49,7 @@ impl Default for Settings {
             resync_period: Duration::from_secs(300),
             probe_period: Duration::from_secs(10),
             member_timeout: Duration::from_secs(10),
+            report_wait: crate::apply::REPORT_WAIT,
             work_workers: 4,
             taints: crate::taints::TaintOptions::default(),
         }

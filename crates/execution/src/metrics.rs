@@ -18,6 +18,7 @@
 //! | `flotilla_execution_resync_works_settled_total` | | Works the periodic resync left alone (settled: applied, finalized, of a cached binding) |
 //! | `flotilla_execution_resync_bindings_queued_total` | | Bindings the periodic resync queued to the binding workers (not settled) |
 //! | `flotilla_execution_resync_bindings_settled_total` | | Bindings the periodic resync left alone (settled: dispatched, one settled Work per target cluster) |
+//! | `flotilla_execution_report_waits_total` | `cluster`, `ended` | Work reports that waited for the member's controllers (ADR 0027), by how the wait ended: `reconciled` (the Work was reconciled again, usually because a controller reported) or `timed-out` (`--report-wait` passed) |
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -55,6 +56,12 @@ struct TaintLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ValidLabels {
     valid: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WaitLabels {
+    cluster: String,
+    ended: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -97,6 +104,7 @@ pub struct Metrics {
     resync_settled: Counter,
     resync_bindings_queued: Counter,
     resync_bindings_settled: Counter,
+    report_waits: Family<WaitLabels, Counter>,
 }
 
 /// What one pass over the caches queued and left alone.
@@ -137,6 +145,7 @@ pub fn metrics() -> &'static Metrics {
             resync_settled: Counter::default(),
             resync_bindings_queued: Counter::default(),
             resync_bindings_settled: Counter::default(),
+            report_waits: Family::default(),
         };
         register(
             "execution_owned_clusters",
@@ -213,6 +222,11 @@ pub fn metrics() -> &'static Metrics {
             "Bindings the periodic resync left alone (dispatched, one settled Work per target cluster)",
             metrics.resync_bindings_settled.clone(),
         );
+        register(
+            "execution_report_waits",
+            "Work reports that waited for the member's controllers, by cluster and how the wait ended (reconciled, timed-out)",
+            metrics.report_waits.clone(),
+        );
         metrics
     })
 }
@@ -287,6 +301,17 @@ impl Metrics {
                 controller: controller.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a Work report's wait for the member's controllers that ended: `timed_out` when
+    /// `--report-wait` passed, otherwise a reconcile of the Work took it.
+    pub fn report_wait_ended(&self, cluster: &str, timed_out: bool) {
+        self.report_waits
+            .get_or_create(&WaitLabels {
+                cluster: cluster.to_owned(),
+                ended: if timed_out { "timed-out" } else { "reconciled" }.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts the Work of an evicted cluster deleted by failover.

@@ -62,6 +62,13 @@ pub struct Args {
     /// Deadline of one request to a member cluster.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub member_timeout: Duration,
+    /// How long the report of a Work whose workloads were just written waits for the member's
+    /// controllers to report on them (a Deployment's `status.observedGeneration`), so that one
+    /// Work status write says both that the manifests were applied and what the member made of
+    /// them; the Work is reported when a controller reports or when this has passed. `0s`
+    /// reports at once.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub report_wait: Duration,
     /// Bindings reconciled concurrently.
     #[arg(long, default_value_t = 4)]
     pub binding_workers: usize,
@@ -177,6 +184,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resync_period: args.resync_period,
         probe_period: args.cluster_probe_period,
         member_timeout: args.member_timeout,
+        report_wait: args.report_wait,
         work_workers: args.work_workers.max(1),
         taints: crate::taints::TaintOptions {
             no_execute: args.feature_gates.failover,
