@@ -6,7 +6,7 @@
 //! as its own ServiceAccount with the roles of `deploy/manifests` (as under `flotilla up`), so
 //! every scenario proves those roles suffice.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kube::Client;
@@ -63,6 +63,9 @@ pub struct EnvOptions {
     pub control_plane_args: Vec<String>,
     /// Extra flags of every member apiserver (e.g. `--watch-window 1`).
     pub member_args: Vec<String>,
+    /// Members (0-based) whose apiserver runs without `--simulate-workloads`: no controller
+    /// ever writes the status of their workloads.
+    pub members_without_controllers: BTreeSet<usize>,
     /// Extra environment per service (e.g. `OTEL_*`).
     pub service_env: Vec<(String, String)>,
     /// `--log-level` of the services.
@@ -80,6 +83,7 @@ impl Default for EnvOptions {
             service_args: BTreeMap::new(),
             control_plane_args: vec![],
             member_args: vec![],
+            members_without_controllers: BTreeSet::new(),
             service_env: vec![],
             log_level: "info,flotilla_detector=debug,flotilla_scheduler=debug,flotilla_execution=debug,flotilla_dependency_distributor=debug".to_owned(),
             audit: false,
@@ -179,7 +183,7 @@ impl Env {
         let mut members = Vec::new();
         for i in 1..=options.members {
             let options = ApiServerOptions {
-                simulate_workloads: true,
+                simulate_workloads: !options.members_without_controllers.contains(&(i - 1)),
                 extra_args: options.member_args.clone(),
             };
             members.push(ApiServer::start(&format!("member{i}"), root.path(), &options).await);
