@@ -21,6 +21,26 @@ pub const MANAGER: &str = "e2e-user";
 /// two cores, each with a whole installation.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Waits until ResourceBinding `namespace`/`name` says `FullyApplied=True` for its generation.
+pub async fn wait_fully_applied(client: &Client, namespace: &str, name: &str, what: &str, timeout: Duration) {
+    let api = Api::<flotilla_api::ResourceBinding>::namespaced(client.clone(), namespace);
+    wait_until(what, timeout, || {
+        let api = api.clone();
+        async move {
+            let binding = api.get_opt(name).await.ok()??;
+            let condition = binding
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "FullyApplied")?;
+            (condition.status == "True" && condition.observed_generation == binding.metadata.generation)
+                .then_some(())
+        }
+    })
+    .await;
+}
+
 /// Resolves the API of `object` (by its apiVersion/kind and namespace) through discovery.
 pub async fn api_for(client: &Client, object: &Value) -> Api<DynamicObject> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();

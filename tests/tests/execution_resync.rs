@@ -95,34 +95,6 @@ async fn reads(env: &Env, resource: &str) -> f64 {
     )
 }
 
-/// The `FullyApplied` condition of `name`'s binding in `default`: status and observed
-/// generation, with the binding's generation.
-async fn fully_applied(cp: &Client, name: &str) -> Option<(String, Option<i64>, Option<i64>)> {
-    let binding = Api::<ResourceBinding>::namespaced(cp.clone(), "default")
-        .get(&format!("{name}-deployment"))
-        .await
-        .unwrap();
-    let condition = binding
-        .status
-        .iter()
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == "FullyApplied")?;
-    Some((
-        condition.status.clone(),
-        condition.observed_generation,
-        binding.metadata.generation,
-    ))
-}
-
-/// Waits until `name`'s binding is `FullyApplied` `True` for its generation.
-async fn wait_fully_applied(cp: &Client, name: &str, what: &str) {
-    wait_until(what, TIMEOUT, || async {
-        let (status, observed, generation) = fully_applied(cp, name).await?;
-        (status == "True" && observed == generation).then_some(())
-    })
-    .await;
-}
-
 /// Removes `FullyApplied` from `name`'s binding's status, as another status writer could.
 async fn remove_fully_applied(cp: &Client, name: &str) {
     let api = Api::<ResourceBinding>::namespaced(cp.clone(), "default");
@@ -338,7 +310,14 @@ async fn the_resync_leaves_settled_bindings_and_works_alone() {
         (resync_counters(&env).await.bindings_queued > before.bindings_queued).then_some(())
     })
     .await;
-    wait_fully_applied(&cp, "web", "web's FullyApplied back").await;
+    fixtures::wait_fully_applied(
+        &cp,
+        "default",
+        "web-deployment",
+        "web's FullyApplied back",
+        TIMEOUT,
+    )
+    .await;
 
     // A change of what the binding's reconcile reads (here a label) queues it at once.
     let before = resync_counters(&env).await;

@@ -203,22 +203,13 @@ spec:
         .iter()
         .flat_map(|name| [format!("{name}-deployment"), format!("{name}-config-configmap")])
     {
-        wait_until(&format!("{name} FullyApplied"), Duration::from_secs(30), || {
-            let cp = cp.clone();
-            let name = name.clone();
-            async move {
-                let binding = fixtures::get(
-                    &cp,
-                    "work.karmada.io/v1alpha2",
-                    "ResourceBinding",
-                    Some("default"),
-                    &name,
-                )
-                .await?;
-                let value = serde_json::to_value(binding).ok()?;
-                (fixtures::condition(&value, "FullyApplied")?.get("status")? == "True").then_some(())
-            }
-        })
+        fixtures::wait_fully_applied(
+            &cp,
+            "default",
+            &name,
+            &format!("{name} FullyApplied"),
+            Duration::from_secs(30),
+        )
         .await;
     }
     for i in [1, 2] {

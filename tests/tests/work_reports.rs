@@ -249,22 +249,12 @@ async fn a_workload_no_controller_reports_on_is_reported_after_the_wait() {
         "reported once the wait passed"
     );
     assert_eq!(waits_ended(&env, "reconciled").await, 0.0);
-    wait_until("web-deployment fully applied", TIMEOUT, || {
-        let cp = cp.clone();
-        async move {
-            let binding = fixtures::get(
-                &cp,
-                "work.karmada.io/v1alpha2",
-                "ResourceBinding",
-                Some("default"),
-                "web-deployment",
-            )
-            .await?;
-            let binding = serde_json::to_value(binding).unwrap();
-            fixtures::condition(&binding, "FullyApplied")
-                .is_some_and(|c| c["status"] == "True")
-                .then_some(())
-        }
-    })
+    fixtures::wait_fully_applied(
+        &cp,
+        "default",
+        "web-deployment",
+        "web-deployment fully applied",
+        TIMEOUT,
+    )
     .await;
 }
