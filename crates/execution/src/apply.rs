@@ -1,8 +1,9 @@
-//! The Work controller, `--work-workers` workers per member cluster: applies a Work's manifests to its member
-//! with server-side apply (honouring dispatch suspension, apply-once-only and
-//! conflictResolution), records `Applied`, `Dispatching` and the manifest statuses, and on
-//! deletion removes the member objects (unless `preserveResourcesOnDeletion`) before dropping
-//! the finalizer `karmada.io/execution-controller`.
+//! The Work controller, `--work-workers` workers per member cluster: applies a Work's
+//! manifests to its member with server-side apply (honouring dispatch suspension,
+//! apply-once-only and conflictResolution), records `Applied`, `Dispatching` and the manifest
+//! statuses (a workload just written is reported once its member controller has, ADR 0027),
+//! and on deletion removes the member objects (unless `preserveResourcesOnDeletion`) before
+//! dropping the finalizer `karmada.io/execution-controller`.
 
 use std::sync::Arc;
 use std::time::Instant;

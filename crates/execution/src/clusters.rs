@@ -1,7 +1,7 @@
 //! Member clusters: access built from `Cluster` objects and their credentials Secrets, one
 //! Work queue and worker per cluster (an unreachable member never blocks another), the health
-//! probe that writes each Cluster's `Ready` condition and version, and the watches on the
-//! member objects execution manages.
+//! probe that writes each Cluster's `Ready` condition and version, the watches on the member
+//! objects execution manages, and the Works whose report waits for the member's controllers.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
