@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::apply_once::{Decision, Mode, SkipReason, decide, effective_mode};
+use crate::cache::worker_signature_of;
 use crate::clusters::{Member, MemberClient, ensure_watch, member_client, member_error};
 use crate::context::Context;
 use crate::dispatch::{binding_of_work, get_binding};
@@ -134,18 +135,32 @@ pub async fn reconcile_work(
     member: &Arc<Member>,
     name: &str,
 ) -> Result<(), ExecutionError> {
-    // This reconcile reports, or waits again: an earlier wait is over.
-    member.report_taken(name);
     let namespace = member.namespace();
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(work) = api
-        .get_opt(name)
-        .await
-        .map_err(ExecutionError::control_plane(format!(
-            "read Work {namespace}/{name}"
-        )))?
-    else {
-        return Ok(());
+    // This reconcile reports, or waits again: an earlier wait is over. The Work that wait's
+    // reconcile read is used again while the cache shows it unchanged for the worker (its
+    // generation, deletion and finalizers); were it changed otherwise, the status write's
+    // resourceVersion precondition fails and the retry reads it.
+    let remembered = member.report_taken(name).filter(|read| {
+        ctx.stores
+            .works
+            .get(Some(&namespace), name)
+            .is_some_and(|cached| cached.worker_signature() == worker_signature_of(read))
+    });
+    let work = match remembered {
+        Some(work) => work,
+        None => {
+            let Some(work) = api
+                .get_opt(name)
+                .await
+                .map_err(ExecutionError::control_plane(format!(
+                    "read Work {namespace}/{name}"
+                )))?
+            else {
+                return Ok(());
+            };
+            work
+        }
     };
     if work.metadata.deletion_timestamp.is_some() {
         return finalize_work(ctx, member, &api, &work).await;
@@ -274,7 +289,7 @@ pub async fn reconcile_work(
     }
 
     if !ctx.settings.report_wait.is_zero() && report_waits(&results, was_dispatching) {
-        member.wait_for_report(name.into(), ctx.settings.report_wait);
+        member.wait_for_report(name.into(), ctx.settings.report_wait, work);
         return Ok(());
     }
     let (applied, reason, message) = applied_condition(&results);

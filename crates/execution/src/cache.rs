@@ -201,11 +201,7 @@ impl From<Work> for CachedWork {
             namespace: WORK_NAMESPACES.intern_value(metadata.namespace.unwrap_or_default()),
             binding,
             generation: metadata.generation.unwrap_or(NO_GENERATION),
-            finalizers: {
-                let mut hasher = DefaultHasher::new();
-                finalizers.hash(&mut hasher);
-                hasher.finish()
-            },
+            finalizers: finalizers_hash(&finalizers),
             override_records,
             tail: tail.into_boxed_slice(),
             manifests: length(manifests.len()),
@@ -223,6 +219,22 @@ impl From<Work> for CachedWork {
             health,
         }
     }
+}
+
+fn finalizers_hash(finalizers: &[String]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    finalizers.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// [`CachedWork::worker_signature`] of `work` as read: the cached Work of the same name has
+/// this signature when it holds the same generation, deletion and finalizers.
+pub fn worker_signature_of(work: &Work) -> (Option<i64>, bool, u64) {
+    (
+        work.metadata.generation,
+        work.metadata.deletion_timestamp.is_some(),
+        finalizers_hash(work.metadata.finalizers.as_deref().unwrap_or_default()),
+    )
 }
 
 /// [`CachedWork::generation`] of a Work without `metadata.generation` (the API server sets it

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use flotilla_api::Cluster;
 use flotilla_api::cluster::{SECRET_CA_DATA_KEY, SECRET_TOKEN_KEY};
 use flotilla_api::conditions;
 use flotilla_api::well_known::{
     MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, conditions as condition_types,
     execution_namespace,
 };
+use flotilla_api::{Cluster, Work};
 use flotilla_runtime::queue::WorkQueue;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -72,9 +72,9 @@ pub struct Member {
     /// The kinds (apiVersion, kind) a member watch has listed, kept when the watches are
     /// dropped ([`Member::listed_again`]).
     listed: Mutex<HashSet<(String, String)>>,
-    /// Works whose report waits for the member's controllers, and when each wait ends
-    /// ([`Member::wait_for_report`]).
-    reports_due: Mutex<HashMap<Arc<str>, tokio::time::Instant>>,
+    /// Works whose report waits for the member's controllers: when each wait ends, and the
+    /// Work as the waiting reconcile read it ([`Member::wait_for_report`]).
+    reports_due: Mutex<HashMap<Arc<str>, (tokio::time::Instant, Work)>>,
 }
 
 /// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
@@ -146,24 +146,25 @@ impl Member {
         }
     }
 
-    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, tokio::time::Instant>> {
+    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, (tokio::time::Instant, Work)>> {
         self.reports_due.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Leaves Work `name`'s report to a later reconcile: the one the member watch queues when
     /// a controller of the member reports on what was applied, or else the one queued once
     /// `wait` has passed. A reconcile of the Work in between ends the wait
-    /// ([`Member::report_taken`]), so the timer then queues nothing.
-    pub fn wait_for_report(self: &Arc<Self>, name: Arc<str>, wait: Duration) {
+    /// ([`Member::report_taken`]), so the timer then queues nothing. `work` is the Work as
+    /// the waiting reconcile read it: the reconcile that reports needs not read it again.
+    pub fn wait_for_report(self: &Arc<Self>, name: Arc<str>, wait: Duration, work: Work) {
         let due = tokio::time::Instant::now() + wait;
-        self.reports_due().insert(Arc::clone(&name), due);
+        self.reports_due().insert(Arc::clone(&name), (due, work));
         // Weak: a member dropped (its Cluster deleted) does not live on in its timers.
         let member = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep_until(due).await;
             let Some(member) = member.upgrade() else { return };
             let mut reports_due = member.reports_due();
-            if reports_due.get(&name) == Some(&due) {
+            if reports_due.get(&name).is_some_and(|(at, _)| *at == due) {
                 reports_due.remove(&name);
                 drop(reports_due);
                 crate::metrics::metrics().report_wait_ended(&member.name, true);
@@ -173,11 +174,11 @@ impl Member {
     }
 
     /// A reconcile of Work `name` began: it reports (or waits again), so a wait begun earlier
-    /// is over.
-    pub fn report_taken(&self, name: &str) {
-        if self.reports_due().remove(name).is_some() {
-            crate::metrics::metrics().report_wait_ended(&self.name, false);
-        }
+    /// is over. Returns the Work as the waiting reconcile read it.
+    pub fn report_taken(&self, name: &str) -> Option<Work> {
+        let (_, work) = self.reports_due().remove(name)?;
+        crate::metrics::metrics().report_wait_ended(&self.name, false);
+        Some(work)
     }
 
     /// How many Works' reports are waiting.
@@ -713,6 +714,7 @@ mod tests {
         use futures::FutureExt;
         let member = Arc::new(Member::new("member1"));
         let wait = Duration::from_millis(500);
+        let read = |name: &str| Work::new(name, flotilla_api::work::WorkSpec::default());
         let queued = |member: &Member| {
             let mut names = Vec::new();
             while !member.queue.is_empty() {
@@ -727,13 +729,15 @@ mod tests {
             }
             names
         };
-        member.wait_for_report("work-a".into(), wait);
-        member.wait_for_report("work-b".into(), wait);
+        member.wait_for_report("work-a".into(), wait, read("work-a"));
+        member.wait_for_report("work-b".into(), wait, read("work-b"));
         assert_eq!(member.reports_waiting(), 2);
         tokio::time::sleep(Duration::from_millis(499)).await;
         assert!(queued(&member).is_empty(), "not before the wait ends");
         // The member watch queued work-b and its reconcile began: its report is taken.
-        member.report_taken("work-b");
+        let taken = member.report_taken("work-b").expect("work-b waits");
+        assert_eq!(taken.metadata.name.as_deref(), Some("work-b"), "the Work as read");
+        assert!(member.report_taken("work-b").is_none(), "taken once");
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert_eq!(queued(&member), ["work-a"]);
         assert_eq!(member.reports_waiting(), 0);
@@ -741,10 +745,10 @@ mod tests {
         assert!(queued(&member).is_empty(), "each wait queues at most once");
 
         // Waiting again (a reconcile applied once more): only the later end queues.
-        member.wait_for_report("work-c".into(), wait);
+        member.wait_for_report("work-c".into(), wait, read("work-c"));
         tokio::time::sleep(Duration::from_millis(300)).await;
         member.report_taken("work-c");
-        member.wait_for_report("work-c".into(), wait);
+        member.wait_for_report("work-c".into(), wait, read("work-c"));
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(queued(&member).is_empty(), "the first wait was taken");
         tokio::time::sleep(Duration::from_millis(201)).await;
