@@ -689,6 +689,33 @@ mod tests {
         work
     }
 
+    /// The signature of a Work as read is the signature its cached record has; a change of
+    /// generation, deletion or finalizers moves it, a status change does not.
+    #[test]
+    fn a_work_as_read_has_the_signature_of_its_cached_record() {
+        let read = stored(&desired());
+        let signature = worker_signature_of(&read);
+        assert_eq!(CachedWork::from(read.clone()).worker_signature(), signature);
+        let mut reported = read.clone();
+        reported.status = None;
+        assert_eq!(worker_signature_of(&reported), signature, "status only");
+        let mut newer = read.clone();
+        newer.metadata.generation = Some(2);
+        let mut deleting = read.clone();
+        deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let mut unfinalized = read.clone();
+        unfinalized.metadata.finalizers = None;
+        let mut ungenerated = read;
+        ungenerated.metadata.generation = None;
+        for changed in [newer, deleting, unfinalized, ungenerated] {
+            assert_ne!(worker_signature_of(&changed), signature);
+            assert_eq!(
+                CachedWork::from(changed.clone()).worker_signature(),
+                worker_signature_of(&changed)
+            );
+        }
+    }
+
     #[test]
     fn keeps_what_execution_reads_and_drops_the_rest() {
         let work = stored(&desired());
