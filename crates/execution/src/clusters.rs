@@ -154,7 +154,7 @@ impl Member {
     /// a controller of the member reports on what was applied, or else the one queued once
     /// `wait` has passed. A reconcile of the Work in between ends the wait
     /// ([`Member::report_taken`]), so the timer then queues nothing. `work` is the Work as
-    /// the waiting reconcile read it: the reconcile that reports needs not read it again.
+    /// the waiting reconcile read it: the reconcile that reports need not read it again.
     pub fn wait_for_report(self: &Arc<Self>, name: Arc<str>, wait: Duration, work: Work) {
         let due = tokio::time::Instant::now() + wait;
         self.reports_due().insert(Arc::clone(&name), (due, work));
