@@ -62,6 +62,7 @@ pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
         let Some(name) = name else { return };
         if !ctx.owns(&crate::context::cluster_shard(&member.name)) {
             // Another replica owns the cluster; a membership change queues everything again.
+            member.report_taken(&name);
             member.queue.forget(&name);
             member.queue.done(&name);
             continue;

@@ -72,9 +72,9 @@ pub struct Member {
     /// The kinds (apiVersion, kind) a member watch has listed, kept when the watches are
     /// dropped ([`Member::listed_again`]).
     listed: Mutex<HashSet<(String, String)>>,
-    /// Works whose report waits for the member's controllers: when each wait ends, and the
-    /// Work as the waiting reconcile read it ([`Member::wait_for_report`]).
-    reports_due: Mutex<HashMap<Arc<str>, (tokio::time::Instant, Work)>>,
+    /// Works whose report waits for the member's controllers, each as the waiting reconcile
+    /// read it ([`Member::wait_for_report`]).
+    reports_due: Mutex<HashMap<Arc<str>, Work>>,
 }
 
 /// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
@@ -146,38 +146,28 @@ impl Member {
         }
     }
 
-    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, (tokio::time::Instant, Work)>> {
+    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, Work>> {
         self.reports_due.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Leaves Work `name`'s report to a later reconcile: the one the member watch queues when
-    /// a controller of the member reports on what was applied, or else the one queued once
-    /// `wait` has passed. A reconcile of the Work in between ends the wait
-    /// ([`Member::report_taken`]), so the timer then queues nothing. `work` is the Work as
-    /// the waiting reconcile read it: the reconcile that reports need not read it again.
-    pub fn wait_for_report(self: &Arc<Self>, name: Arc<str>, wait: Duration, work: Work) {
-        let due = tokio::time::Instant::now() + wait;
-        self.reports_due().insert(Arc::clone(&name), (due, work));
-        // Weak: a member dropped (its Cluster deleted) does not live on in its timers.
-        let member = Arc::downgrade(self);
-        tokio::spawn(async move {
-            tokio::time::sleep_until(due).await;
-            let Some(member) = member.upgrade() else { return };
-            let mut reports_due = member.reports_due();
-            if reports_due.get(&name).is_some_and(|(at, _)| *at == due) {
-                reports_due.remove(&name);
-                drop(reports_due);
-                crate::metrics::metrics().report_wait_ended(&member.name, true);
-                member.queue.add(name);
-            }
-        });
+    /// a controller of the member reports on what was applied, or else the one the queue's
+    /// delayed add brings once `wait` has passed. A reconcile of the Work in between ends the
+    /// wait ([`Member::report_taken`]) and cancels that add. `work` is the Work as the waiting
+    /// reconcile read it: the reconcile that reports need not read it again.
+    pub fn wait_for_report(&self, name: Arc<str>, wait: Duration, work: Work) {
+        self.reports_due().insert(Arc::clone(&name), work);
+        self.queue.add_after(name, wait);
     }
 
-    /// A reconcile of Work `name` began: it reports (or waits again), so a wait begun earlier
-    /// is over. Returns the Work as the waiting reconcile read it.
+    /// A reconcile of Work `name` began (or its worker left it to another replica): a wait
+    /// begun earlier is over. Returns the Work as the waiting reconcile read it.
     pub fn report_taken(&self, name: &str) -> Option<Work> {
-        let (_, work) = self.reports_due().remove(name)?;
-        crate::metrics::metrics().report_wait_ended(&self.name, false);
+        let work = self.reports_due().remove(name)?;
+        // The wait's delayed add still pending: a reconcile came first, usually because a
+        // controller reported; otherwise the wait timed out and its add brought this one.
+        let timed_out = !self.queue.cancel_after(name);
+        crate::metrics::metrics().report_wait_ended(&self.name, timed_out);
         Some(work)
     }
 
@@ -708,7 +698,7 @@ mod tests {
     use super::*;
 
     /// A waiting report is queued when its wait ends, unless a reconcile of the Work took it
-    /// first; waiting again moves the end.
+    /// first; waiting again moves the end; the Work as read is kept until a reconcile takes it.
     #[tokio::test(start_paused = true)]
     async fn a_waiting_report_is_queued_once_unless_taken() {
         use futures::FutureExt;
@@ -740,6 +730,10 @@ mod tests {
         assert!(member.report_taken("work-b").is_none(), "taken once");
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert_eq!(queued(&member), ["work-a"]);
+        // The reconcile the wait's end queued takes the Work as read.
+        assert_eq!(member.reports_waiting(), 1);
+        let taken = member.report_taken("work-a").expect("work-a waited");
+        assert_eq!(taken.metadata.name.as_deref(), Some("work-a"));
         assert_eq!(member.reports_waiting(), 0);
         tokio::time::sleep(wait).await;
         assert!(queued(&member).is_empty(), "each wait queues at most once");

@@ -8,7 +8,7 @@
 //! - [`WorkQueue::add_rate_limited`] queues a failed key after a per-key exponential backoff
 //!   ([`backoff`]); [`WorkQueue::forget`] resets it once the key succeeds.
 //! - [`WorkQueue::add_after`] queues a key later; of several pending delays for one key the
-//!   earliest wins.
+//!   earliest wins; [`WorkQueue::cancel_after`] drops the pending one.
 //! - After [`WorkQueue::shut_down`] nothing is queued any more and `next` returns `None` at
 //!   once, to waiting workers too, even if keys still wait.
 //! - A queue that a burst of keys made large (every object of an installation at a start or a
@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::hash::Hash;
@@ -196,6 +197,16 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         // Weak: a dropped queue does not live on in its timers.
         let inner = Arc::downgrade(&self.inner);
         tokio::spawn(fire_after(inner, key, due));
+    }
+
+    /// Drops `key`'s pending delayed add, if any (its timer then queues nothing), and says
+    /// whether there was one: `false` once it has fired.
+    pub fn cancel_after<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.lock().delayed.remove(key).is_some()
     }
 
     /// Queues `key` after its backoff (it failed once more) and returns that backoff.
@@ -700,6 +711,30 @@ mod tests {
             None,
             "the superseded delays add nothing"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_delay_adds_nothing_and_a_fired_one_cannot_be_cancelled() {
+        let q = queue();
+        q.add_after("a", Duration::from_secs(1));
+        q.add_after("b", Duration::from_secs(1));
+        assert!(q.cancel_after("a"));
+        assert!(!q.cancel_after("a"), "cancelled once");
+        assert_eq!(next_within(&q, Duration::from_secs(10)).await, Some("b"));
+        assert!(!q.cancel_after("b"), "already fired");
+        q.done(&"b");
+        assert_eq!(
+            next_within(&q, Duration::from_secs(60)).await,
+            None,
+            "a never came"
+        );
+        // A delay added after a cancel fires at its own time.
+        let started = Instant::now();
+        q.add_after("a", Duration::from_secs(2));
+        assert!(q.cancel_after("a"));
+        q.add_after("a", Duration::from_secs(3));
+        assert_eq!(next_within(&q, Duration::from_secs(10)).await, Some("a"));
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]
