@@ -8,10 +8,12 @@
 //! available, `Available=False`. It is how tests and demos make an application unhealthy in one
 //! member (application failover); removing the annotation makes it available again.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_store::EventKind;
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::objects;
@@ -25,6 +27,13 @@ const PREFIXES: [&str; 5] = [
     "/registry/apps/daemonsets/",
     "/registry/batch/jobs/",
 ];
+
+/// How many workloads' statuses are written at once, like the controller manager's
+/// `--concurrent-deployment-syncs` (5 by default) and its siblings. While applies trickle in,
+/// a watch batch holds one or two workloads; after a start-up or a burst it holds many, and
+/// their status writes then share the store's group commits instead of taking one commit
+/// (and fsync) each.
+pub const CONCURRENT_SYNCS: usize = 8;
 
 /// Starts the simulation loop.
 pub fn spawn(api: Arc<Api>) -> tokio::task::JoinHandle<()> {
@@ -40,11 +49,14 @@ pub fn spawn(api: Arc<Api>) -> tokio::task::JoinHandle<()> {
 
 async fn run(api: &Arc<Api>) -> Result<(), ()> {
     let snapshot = api.store.snapshot();
-    for prefix in PREFIXES {
-        for kv in snapshot.range(prefix, None) {
-            sync(api, &kv.key).await;
-        }
-    }
+    let existing: Vec<String> = PREFIXES
+        .iter()
+        .flat_map(|prefix| snapshot.range(prefix, None).map(|kv| kv.key.clone()))
+        .collect();
+    // The revisions of the simulator's own writes: their events need no sync (the spec they
+    // carry is the one the status was computed from).
+    let mut own: HashMap<String, u64> = HashMap::new();
+    sync_all(api, existing, &mut own).await;
     let mut watcher = api
         .store
         .watch("/registry/", snapshot.revision())
@@ -55,23 +67,51 @@ async fn run(api: &Arc<Api>) -> Result<(), ()> {
             Err(flotilla_store::WatchError::Closed) => return Ok(()),
             Err(_) => return Err(()),
         };
+        let mut keys: HashSet<String> = HashSet::new();
         for event in batch.events {
-            if event.kind == EventKind::Put && PREFIXES.iter().any(|p| event.key.starts_with(p)) {
-                sync(api, &event.key).await;
+            if !PREFIXES.iter().any(|p| event.key.starts_with(p)) {
+                continue;
             }
+            if event.kind == EventKind::Delete {
+                own.remove(&event.key);
+                continue;
+            }
+            if own.get(&event.key) == Some(&event.revision) {
+                own.remove(&event.key);
+                continue;
+            }
+            keys.insert(event.key.clone());
         }
+        sync_all(api, keys.into_iter().collect(), &mut own).await;
     }
 }
 
-async fn sync(api: &Api, key: &str) {
-    for _ in 0..4 {
-        let Some(kv) = api.store.get(key) else { return };
-        let Some(def) = api.catalog().for_key(key) else {
-            return;
+/// Syncs `keys` (distinct), [`CONCURRENT_SYNCS`] at a time, and records the revisions written.
+async fn sync_all(api: &Api, keys: Vec<String>, own: &mut HashMap<String, u64>) {
+    let written: Vec<(String, Option<u64>)> = futures::stream::iter(keys)
+        .map(|key| async move {
+            let revision = sync(api, &key).await;
+            (key, revision)
+        })
+        .buffer_unordered(CONCURRENT_SYNCS)
+        .collect()
+        .await;
+    for (key, revision) in written {
+        match revision {
+            Some(revision) => own.insert(key, revision),
+            None => own.remove(&key),
         };
+    }
+}
+
+/// Writes the status `key`'s workload would have; the revision written, if it wrote.
+async fn sync(api: &Api, key: &str) -> Option<u64> {
+    for _ in 0..4 {
+        let kv = api.store.get(key)?;
+        let def = api.catalog().for_key(key)?;
         let obj = api.to_value(&def, &kv.value, kv.mod_revision);
         if objects::is_deleting(&obj) {
-            return;
+            return None;
         }
         let mut new = obj.clone();
         new["status"] = desired_status(&def, &obj);
@@ -89,14 +129,20 @@ async fn sync(api: &Api, key: &str) {
             )
             .await
         {
-            Ok(_) => return,
+            Ok(written) => {
+                let revision = objects::meta_str(&written.object, "resourceVersion")
+                    .and_then(|rv| rv.parse().ok())
+                    .filter(|&rv| rv != kv.mod_revision);
+                return revision;
+            }
             Err(e) if e.reason == "Conflict" => continue,
             Err(e) => {
                 tracing::debug!(key, error = %e, "workload simulation could not write status");
-                return;
+                return None;
             }
         }
     }
+    None
 }
 
 fn condition(old: &Value, ty: &str, reason: &str, message: &str, with_update_time: bool) -> Value {

@@ -1123,3 +1123,129 @@ async fn secret_string_data_is_folded_into_data_on_every_write() {
     assert_eq!(served_secret(&client, &ns, "s").await, before);
     assert!(api.get_opt("number").await.unwrap().is_none());
 }
+
+/// `--simulate-workloads` with many Deployments created at once (its status writes run
+/// concurrently): each is reported available once per generation, a spec change after the
+/// report is reported again, and no status is written twice.
+#[tokio::test]
+async fn simulated_workloads_are_reported_once_per_generation_when_many_arrive_at_once() {
+    let server = common::Server::start(&["--simulate-workloads"]);
+    let client = server.client().await;
+    let ns = namespace(&client, "simulate").await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let names: Vec<String> = (0..40).map(|i| format!("d{i}")).collect();
+    // d30..d39 are scaled right after their creation, racing the simulator's first report.
+    let rushed = |name: &str| name.trim_start_matches('d').parse::<usize>().unwrap() >= 30;
+    futures::future::join_all(names.iter().map(|name| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &deployment(name)).await?;
+            if rushed(name) {
+                api.patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": 2}})),
+                )
+                .await?;
+            }
+            Ok::<_, kube::Error>(())
+        }
+    }))
+    .await
+    .into_iter()
+    .for_each(|created| created.unwrap());
+    let reported = |generation: i64, replicas: i32| {
+        move |d: &Deployment| {
+            let status = d.status.clone().unwrap_or_default();
+            d.metadata.generation == Some(generation)
+                && status.observed_generation == Some(generation)
+                && status.available_replicas == Some(replicas)
+        }
+    };
+    let all_reported = |names: Vec<String>, generation: i64, replicas: i32| {
+        let api = api.clone();
+        async move {
+            eventually("every Deployment reported", WAIT, || {
+                let api = api.clone();
+                let names = names.clone();
+                async move {
+                    let list = api.list(&ListParams::default()).await.ok()?;
+                    let done = list
+                        .items
+                        .iter()
+                        .filter(|d| names.contains(d.metadata.name.as_ref().unwrap()))
+                        .filter(|d| reported(generation, replicas)(d))
+                        .count();
+                    (done == names.len()).then_some(())
+                }
+            })
+            .await;
+        }
+    };
+    let (rushed_names, calm): (Vec<String>, Vec<String>) = names.iter().cloned().partition(|n| rushed(n));
+    all_reported(calm, 1, 1).await;
+    all_reported(rushed_names, 2, 2).await;
+    // Scaled back to back, each right after the other.
+    let scaled: Vec<String> = names.iter().take(10).cloned().collect();
+    for name in &scaled {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    }
+    all_reported(scaled.clone(), 2, 3).await;
+    // A last Deployment: once it is reported, the simulator has handled every earlier event,
+    // so any second write of an earlier status precedes this one in the watch.
+    api.create(&PostParams::default(), &deployment("marker"))
+        .await
+        .unwrap();
+    let mut versions: BTreeMap<String, usize> = BTreeMap::new();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(20), &start)
+        .await
+        .unwrap()
+        .boxed();
+    loop {
+        let event = tokio::time::timeout(WAIT, stream.next())
+            .await
+            .expect("the marker's status within the deadline")
+            .expect("the watch stays open until the marker is reported")
+            .unwrap();
+        let d = match event {
+            WatchEvent::Added(d) | WatchEvent::Modified(d) => d,
+            other => panic!("unexpected {other:?}"),
+        };
+        let name = d.metadata.name.clone().unwrap();
+        if name == "marker" {
+            if reported(1, 1)(&d) {
+                break;
+            }
+            continue;
+        }
+        *versions.entry(name).or_default() += 1;
+    }
+    for name in &names {
+        let versions = versions.get(name).copied().unwrap_or_default();
+        if rushed(name) {
+            // Created, scaled and reported; reported in between if the simulator was first.
+            assert!(
+                (3..=4).contains(&versions),
+                "{versions} versions of Deployment {name}"
+            );
+        } else {
+            // Created and reported; scaled and reported again.
+            let expected = if scaled.contains(name) { 4 } else { 2 };
+            assert_eq!(versions, expected, "versions of Deployment {name}");
+        }
+    }
+}
