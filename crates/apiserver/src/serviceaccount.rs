@@ -99,6 +99,19 @@ pub struct Issuer {
     max_expiration: Option<i64>,
     rng: SystemRandom,
     verified: Mutex<HashMap<[u8; 32], Claims>>,
+    /// What authentication reads of a token's ServiceAccount (or bound object) — uid and whether
+    /// it is being deleted — by store key, with the revision it was read at: every request
+    /// with a token checks it, and decoding the stored object each time was a measurable part
+    /// of a busy control plane's CPU.
+    holders: Mutex<HashMap<String, Holder>>,
+}
+
+/// [`Issuer::holders`]' record of one object.
+#[derive(Clone)]
+struct Holder {
+    mod_revision: u64,
+    uid: String,
+    deleting: bool,
 }
 
 impl std::fmt::Debug for Issuer {
@@ -185,6 +198,7 @@ impl Issuer {
             max_expiration: max_expiration.filter(|m| *m > 0),
             rng,
             verified: Mutex::new(HashMap::new()),
+            holders: Mutex::new(HashMap::new()),
         })
     }
 
@@ -295,16 +309,28 @@ impl Issuer {
         let claims = self.verify(token, jiff::Timestamp::now().as_second())?;
         let k = &claims.kubernetes;
         let current_uid = |resource: &str, name: &str| -> Option<(String, bool)> {
-            let kv = api
-                .store
-                .get(&format!("/registry/core/{resource}/{}/{name}", k.namespace))?;
+            let key = format!("/registry/core/{resource}/{}/{name}", k.namespace);
+            let kv = api.store.get(&key)?;
+            if let Some(held) = self.holders.lock().get(&key)
+                && held.mod_revision == kv.mod_revision
+            {
+                return Some((held.uid.clone(), held.deleting));
+            }
             let obj = crate::objects::decode_stored(&kv.value, kv.mod_revision);
-            Some((
-                crate::objects::meta_str(&obj, "uid")
+            let held = Holder {
+                mod_revision: kv.mod_revision,
+                uid: crate::objects::meta_str(&obj, "uid")
                     .unwrap_or_default()
                     .to_owned(),
-                crate::objects::is_deleting(&obj),
-            ))
+                deleting: crate::objects::is_deleting(&obj),
+            };
+            let answer = (held.uid.clone(), held.deleting);
+            let mut holders = self.holders.lock();
+            if holders.len() >= CACHE_LIMIT {
+                holders.clear();
+            }
+            holders.insert(key, held);
+            Some(answer)
         };
         match current_uid("serviceaccounts", &k.serviceaccount.name) {
             None => {
