@@ -1,6 +1,7 @@
 //! Micro benchmark of the store alone: durable puts per second at several concurrency levels,
 //! snapshot range speed and watch delivery latency. Run with
-//! `cargo bench -p flotilla-store` (prints a table; not run in CI).
+//! `cargo bench -p flotilla-store` (prints a table; not run in CI). The last two lines are the
+//! CPU one commit of one write costs the process, the writer thread's fdatasync included.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -97,6 +98,51 @@ async fn run() {
         pct(0.99)
     );
     store.close();
+
+    // What one commit costs the process (user + system CPU, the writer thread's fsync
+    // included): one client, so every commit holds one write, as on a quiet member cluster.
+    for (case, window) in [
+        ("4KiB updates, window full", 1_000),
+        ("4KiB updates, window filling", 1_000_000),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            window_revisions: window,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(dir.path().join("cpu.redb"), options).unwrap();
+        let value = vec![b'y'; 4096];
+        for i in 0..2_000 {
+            store
+                .txn(Txn::new().put(format!("/cpu/{}", i % 500), value.clone()))
+                .await
+                .unwrap();
+        }
+        let n = 4_000;
+        let (cpu, start) = (process_cpu_seconds(), Instant::now());
+        for i in 0..n {
+            store
+                .txn(Txn::new().put(format!("/cpu/{}", i % 500), value.clone()))
+                .await
+                .unwrap();
+        }
+        let per_commit = (process_cpu_seconds() - cpu) / f64::from(n) * 1e6;
+        let wall = start.elapsed().as_secs_f64() / f64::from(n) * 1e6;
+        println!(
+            "{:<34} {:>8.0}us CPU, {:.0}us wall per commit",
+            case, per_commit, wall
+        );
+        store.close();
+    }
+}
+
+/// User + system CPU of this process so far (Linux `/proc/self/stat`, clock ticks of 10 ms).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }
 
 fn now_micros() -> u128 {
