@@ -222,6 +222,24 @@ impl View<'_> {
     }
 }
 
+/// How soon an observer's failed watch of a member is retried.
+const OBSERVER_RETRY: Duration = Duration::from_millis(250);
+
+/// The observers' watch backoff: [`OBSERVER_RETRY`] after every failure.
+struct ObserverRetry;
+
+impl Iterator for ObserverRetry {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(OBSERVER_RETRY)
+    }
+}
+
+impl kube::runtime::utils::Backoff for ObserverRetry {
+    fn reset(&mut self) {}
+}
+
 async fn run_watch<K>(arrivals: Arrivals, api: Api<K>, watch_key: (usize, Kind, String), prefix: String)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
@@ -229,8 +247,13 @@ where
     let (member, kind, namespace) = watch_key.clone();
     // Without a backoff a failing watch (a member that is down) retries at once, forever: a
     // busy loop that burnt a core during member outages and, never yielding, kept the runtime
-    // from shutting down after an interrupted run.
-    let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    // from shutting down after an interrupted run. Not kube's default backoff either: it
+    // doubles up to 30 s, so after a member outage this observer saw the member again up to
+    // 30 s after it was back, and the soak's convergence time measured the observer. A refused
+    // connection every quarter of a second costs nothing.
+    let mut stream = watcher(api, watcher::Config::default())
+        .backoff(ObserverRetry)
+        .boxed();
     while let Some(event) = stream.next().await {
         let now = Instant::now();
         let Ok(event) = event else {
