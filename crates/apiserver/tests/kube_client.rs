@@ -348,13 +348,7 @@ async fn watch_from_resource_version_delivers_each_event_once_in_order() {
     let client = server.client().await;
     let ns = namespace(&client, "watch").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let start = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let start = common::list_revision(&api).await;
     for i in 0..5 {
         api.create(&PostParams::default(), &cm(&format!("w{i}"), &[]))
             .await
@@ -402,13 +396,7 @@ async fn watch_with_label_selector_sees_transitions_and_bookmarks() {
     let client = server.client().await;
     let ns = namespace(&client, "watchsel").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let start = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let start = common::list_revision(&api).await;
     api.create(&PostParams::default(), &cm("x", &[("team", "a")]))
         .await
         .unwrap();
@@ -443,13 +431,7 @@ async fn watch_with_label_selector_sees_transitions_and_bookmarks() {
     assert_eq!(kinds, vec!["ADDED", "DELETED", "ADDED"]);
 
     // Bookmarks carry the latest resourceVersion.
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = common::list_revision(&api).await;
     let mut stream = api
         .watch(
             &WatchParams {
@@ -1133,13 +1115,7 @@ async fn simulated_workloads_are_reported_once_per_generation_when_many_arrive_a
     let client = server.client().await;
     let ns = namespace(&client, "simulate").await;
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let start = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let start = common::list_revision(&api).await;
     let names: Vec<String> = (0..40).map(|i| format!("d{i}")).collect();
     // d30..d39 are scaled right after their creation, racing the simulator's first report.
     let rushed = |name: &str| name.trim_start_matches('d').parse::<usize>().unwrap() >= 30;

@@ -127,13 +127,7 @@ async fn collect_events(api: &Api<ConfigMap>, from: &str, count: usize) -> Vec<(
 async fn watchers_resume_after_restart_without_gaps_or_duplicates() {
     let mut server = Server::start(&[]);
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
-    let start = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let start = common::list_revision(&api).await;
     let mut expected = Vec::new();
     for i in 0..10 {
         api.create(&PostParams::default(), &cm(&format!("r{i}"), "0"))
@@ -188,13 +182,7 @@ async fn watchers_resume_after_restart_without_gaps_or_duplicates() {
 async fn compacted_revisions_and_stale_continue_tokens_are_gone() {
     let mut server = Server::start(&["--watch-window", "10"]);
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
-    let old = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let old = common::list_revision(&api).await;
     for i in 0..5 {
         api.create(&PostParams::default(), &cm(&format!("c{i}"), "0"))
             .await

@@ -282,6 +282,19 @@ pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
     name
 }
 
+/// The collection's resourceVersion now: where a watch of what follows starts.
+pub async fn list_revision<K>(api: &kube::Api<K>) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+}
+
 /// Polls `f` until it returns Some or the deadline passes.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
 where
