@@ -923,7 +923,7 @@ impl Api {
         let mut new = self.prepare(def, new, Some(&old), opts, &mut warnings)?;
         if tracks_generation(def) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
-            let bump = strip_meta_status(&old) != strip_meta_status(&new);
+            let bump = spec_changed(&old, &new);
             if let Some(meta) = objects::metadata_mut(&mut new) {
                 meta.insert(
                     "generation".into(),
@@ -931,16 +931,12 @@ impl Api {
                 );
             }
         }
-        let mut old_cmp = old.clone();
-        if let Some(meta) = objects::metadata_mut(&mut old_cmp) {
-            meta.remove("resourceVersion");
-        }
         let key = current.key.clone();
         // An object being deleted goes away once its last finalizer does.
         let finished = objects::is_deleting(&new)
             && objects::finalizers(&new).is_empty()
             && spec_finalizers_empty(def, &new);
-        if !finished && without_managed_times(&new) == without_managed_times(&old_cmp) {
+        if !finished && same_but_managed_times(&old, &new) {
             return Ok(Written {
                 object: old,
                 warnings,
@@ -948,8 +944,12 @@ impl Api {
             });
         }
         if !opts.managed_precomputed {
+            let mut old_cmp = old.clone();
+            if let Some(meta) = objects::metadata_mut(&mut old_cmp) {
+                meta.remove("resourceVersion");
+            }
             new = track_fields(def, Some(&old_cmp), new, opts, sub);
-            if !finished && without_managed_times(&new) == without_managed_times(&old_cmp) {
+            if !finished && same_but_managed_times(&old, &new) {
                 return Ok(Written {
                     object: old,
                     warnings,
@@ -1374,17 +1374,6 @@ fn spec_finalizers_empty(def: &ResourceDef, obj: &Value) -> bool {
     } else {
         true
     }
-}
-
-fn strip_meta_status(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(map) = v.as_object_mut() {
-        map.remove("metadata");
-        map.remove("status");
-        map.remove("apiVersion");
-        map.remove("kind");
-    }
-    v
 }
 
 /// Checks the body's apiVersion/kind against the URL; missing ones are defaulted from the URL
@@ -1866,19 +1855,63 @@ fn track_fields(
 
 /// The object with managedFields timestamps removed (a write that changes only those is a
 /// no-op, as in kube-apiserver).
-fn without_managed_times(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(entries) = v
-        .pointer_mut("/metadata/managedFields")
-        .and_then(Value::as_array_mut)
-    {
-        for e in entries {
-            if let Some(m) = e.as_object_mut() {
-                m.remove("time");
-            }
-        }
+/// Whether a write of `new` over `old` would store nothing new: equal but for
+/// `metadata.resourceVersion` and the `time` of each `metadata.managedFields` entry (an
+/// unchanged object keeps its resourceVersion, and a no-op update refreshes no timestamp).
+/// Compared in place: the objects are whole Works and Deployments, and every update asks.
+fn same_but_managed_times(old: &Value, new: &Value) -> bool {
+    let (Some(old_map), Some(new_map)) = (old.as_object(), new.as_object()) else {
+        return old == new;
+    };
+    if !same_but(old_map, new_map, &["metadata"]) {
+        return false;
     }
-    v
+    let (old_meta, new_meta) = (old_map.get("metadata"), new_map.get("metadata"));
+    let (Some(old_meta), Some(new_meta)) = (
+        old_meta.and_then(Value::as_object),
+        new_meta.and_then(Value::as_object),
+    ) else {
+        return old_meta == new_meta;
+    };
+    if !same_but(old_meta, new_meta, &["resourceVersion", "managedFields"]) {
+        return false;
+    }
+    match (old_meta.get("managedFields"), new_meta.get("managedFields")) {
+        (Some(Value::Array(old_entries)), Some(Value::Array(new_entries))) => {
+            old_entries.len() == new_entries.len()
+                && old_entries
+                    .iter()
+                    .zip(new_entries)
+                    .all(|(o, n)| match (o.as_object(), n.as_object()) {
+                        (Some(o), Some(n)) => same_but(o, n, &["time"]),
+                        _ => o == n,
+                    })
+        }
+        (old_entries, new_entries) => old_entries == new_entries,
+    }
+}
+
+/// Whether maps `a` and `b` hold the same entries once the keys `ignored` are left out.
+fn same_but(
+    a: &serde_json::Map<String, Value>,
+    b: &serde_json::Map<String, Value>,
+    ignored: &[&str],
+) -> bool {
+    let kept = |(key, _): &(&String, &Value)| !ignored.contains(&key.as_str());
+    a.iter().filter(kept).count() == b.iter().filter(kept).count()
+        && a.iter()
+            .filter(kept)
+            .all(|(key, value)| b.get(key) == Some(value))
+}
+
+/// Whether an update of `old` to `new` changes more than metadata and status (and the type
+/// fields): what moves `metadata.generation`.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => !same_but(old, new, &NOT_SPEC),
+        _ => old != new,
+    }
 }
 
 fn apply_error(def: &ResourceDef, name: &str, e: flotilla_patch::ApplyError) -> ApiError {
@@ -1924,6 +1957,101 @@ fn pinned_revision(before: &Value, patched: &Value) -> ApiResult<Option<u64>> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn stored() -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {
+                "name": "web", "resourceVersion": "7", "generation": 2,
+                "managedFields": [
+                    {"manager": "kubectl", "operation": "Apply", "time": "2026-11-29T00:00:00Z",
+                     "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+                    {"manager": "simulator", "operation": "Update", "subresource": "status",
+                     "time": "2026-11-29T00:00:01Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+                ],
+            },
+            "spec": {"replicas": 2},
+            "status": {"readyReplicas": 2},
+        })
+    }
+
+    #[test]
+    fn a_write_that_moves_only_resource_version_and_managed_times_stores_nothing_new() {
+        let old = stored();
+        let mut new = old.clone();
+        objects::metadata_mut(&mut new).unwrap().remove("resourceVersion");
+        assert!(same_but_managed_times(&old, &new));
+        new["metadata"]["managedFields"][0]["time"] = json!("2026-11-29T01:00:00Z");
+        new["metadata"]["managedFields"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("time");
+        assert!(same_but_managed_times(&old, &new), "times are not content");
+        assert!(same_but_managed_times(&new, &old), "symmetric");
+    }
+
+    #[test]
+    fn any_other_difference_is_a_change() {
+        let old = stored();
+        type Change = (&'static str, fn(&mut Value));
+        let changes: [Change; 9] = [
+            ("spec", |v| v["spec"]["replicas"] = json!(3)),
+            ("status", |v| v["status"]["readyReplicas"] = json!(1)),
+            ("a new top-level field", |v| v["data"] = json!({})),
+            ("a removed top-level field", |v| {
+                v.as_object_mut().unwrap().remove("status");
+            }),
+            ("a label", |v| v["metadata"]["labels"] = json!({"a": "b"})),
+            ("an entry's manager", |v| {
+                v["metadata"]["managedFields"][0]["manager"] = json!("helm")
+            }),
+            ("an entry's fields", |v| {
+                v["metadata"]["managedFields"][1]["fieldsV1"] = json!({})
+            }),
+            ("an entry fewer", |v| {
+                v["metadata"]["managedFields"].as_array_mut().unwrap().pop();
+            }),
+            ("no managedFields where there were some", |v| {
+                objects::metadata_mut(v).unwrap().remove("managedFields");
+            }),
+        ];
+        for (what, change) in changes {
+            let mut new = old.clone();
+            change(&mut new);
+            assert!(!same_but_managed_times(&old, &new), "{what}");
+            assert!(!same_but_managed_times(&new, &old), "{what}, reversed");
+        }
+        let mut empty = old.clone();
+        empty["metadata"]["managedFields"] = json!([]);
+        let mut missing = old.clone();
+        objects::metadata_mut(&mut missing)
+            .unwrap()
+            .remove("managedFields");
+        assert!(!same_but_managed_times(&empty, &missing), "[] is not absent");
+        assert!(same_but_managed_times(&json!("x"), &json!("x")));
+        assert!(!same_but_managed_times(
+            &json!({"metadata": 1}),
+            &json!({"metadata": 2})
+        ));
+    }
+
+    #[test]
+    fn generation_moves_with_everything_but_metadata_status_and_type() {
+        let old = stored();
+        let mut new = old.clone();
+        new["metadata"]["labels"] = json!({"a": "b"});
+        new["status"] = json!({});
+        new["apiVersion"] = json!("apps/v1beta2");
+        new["kind"] = json!("Other");
+        assert!(!spec_changed(&old, &new));
+        new["spec"]["paused"] = json!(true);
+        assert!(spec_changed(&old, &new));
+        let mut data = old.clone();
+        data["data"] = json!({"k": "v"});
+        assert!(spec_changed(&old, &data), "any field outside metadata and status");
+        assert!(spec_changed(&data, &old), "removed too");
+        assert!(!spec_changed(&json!(1), &json!(1)));
+    }
 
     #[test]
     fn only_a_resource_version_set_by_the_patch_pins_it() {
