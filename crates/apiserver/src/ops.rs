@@ -1853,12 +1853,11 @@ fn track_fields(
     })
 }
 
-/// The object with managedFields timestamps removed (a write that changes only those is a
-/// no-op, as in kube-apiserver).
 /// Whether a write of `new` over `old` would store nothing new: equal but for
-/// `metadata.resourceVersion` and the `time` of each `metadata.managedFields` entry (an
-/// unchanged object keeps its resourceVersion, and a no-op update refreshes no timestamp).
-/// Compared in place: the objects are whole Works and Deployments, and every update asks.
+/// `metadata.resourceVersion` and the `time` of each `metadata.managedFields` entry (a write
+/// that changes only those is a no-op, as in kube-apiserver: the object keeps its
+/// resourceVersion). Compared in place: the objects are whole Works and Deployments, and every
+/// update asks.
 fn same_but_managed_times(old: &Value, new: &Value) -> bool {
     let (Some(old_map), Some(new_map)) = (old.as_object(), new.as_object()) else {
         return old == new;
