@@ -56,6 +56,7 @@ fn families(service: Service) -> &'static [&'static str] {
             "flotilla_execution_evicted_works_purged",
             "flotilla_execution_cluster_failover_taint",
             "flotilla_execution_cluster_taint_policies",
+            "flotilla_execution_work_reads",
             "flotilla_membership_members",
         ],
     }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::apply_once::{Decision, Mode, SkipReason, decide, effective_mode};
+use crate::arrivals::Source;
 use crate::cache::worker_signature_of;
 use crate::clusters::{Member, MemberClient, ensure_watch, member_client, member_error};
 use crate::context::Context;
@@ -63,6 +64,7 @@ pub async fn run_worker(ctx: Arc<Context>, member: Arc<Member>) {
         if !ctx.owns(&crate::context::cluster_shard(&member.name)) {
             // Another replica owns the cluster; a membership change queues everything again.
             member.report_taken(&name);
+            member.arrivals.take(&name);
             member.queue.forget(&name);
             member.queue.done(&name);
             continue;
@@ -130,6 +132,49 @@ struct ManifestResult {
     awaits_controller: bool,
 }
 
+/// The Work a reconcile of `name` starts from (`None`: it is gone). The watch's delivery that
+/// queued it, if held ([`crate::arrivals`]); else the Work as the reconcile whose report
+/// waited read it, while the cache shows it unchanged for the worker (its generation,
+/// deletion and finalizers); else a read from the API server. Either copy may be older than
+/// the API's in what the worker does not act on (status, labels): the status write's
+/// resourceVersion precondition then fails, and the retry reads the Work.
+async fn read_work(
+    ctx: &Arc<Context>,
+    member: &Arc<Member>,
+    api: &Api<Work>,
+    name: &str,
+) -> Result<Option<Work>, ExecutionError> {
+    let namespace = member.namespace();
+    let cached = ctx.stores.works.get(Some(&namespace), name);
+    // This reconcile reports, or waits again: an earlier wait is over.
+    let remembered = member.report_taken(name).filter(|read| {
+        cached
+            .as_ref()
+            .is_some_and(|cached| cached.worker_signature() == worker_signature_of(read))
+    });
+    if let Some(work) = member.arrivals.take(name) {
+        metrics().work_read(Source::Watch);
+        return Ok(Some(work));
+    }
+    if let Some(work) = remembered {
+        metrics().work_read(Source::Wait);
+        return Ok(Some(work));
+    }
+    metrics().work_read(Source::Api);
+    let work = api
+        .get_opt(name)
+        .await
+        .map_err(ExecutionError::control_plane(format!(
+            "read Work {namespace}/{name}"
+        )))?;
+    if let Some(work) = &work {
+        member
+            .arrivals
+            .read_from_api(&Arc::from(name), work, cached.map(|c| c.generation()));
+    }
+    Ok(work)
+}
+
 /// Reconciles Work `name` of `member`.
 pub async fn reconcile_work(
     ctx: &Arc<Context>,
@@ -138,30 +183,8 @@ pub async fn reconcile_work(
 ) -> Result<(), ExecutionError> {
     let namespace = member.namespace();
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
-    // This reconcile reports, or waits again: an earlier wait is over. The Work that wait's
-    // reconcile read is used again while the cache shows it unchanged for the worker (its
-    // generation, deletion and finalizers); were it changed otherwise, the status write's
-    // resourceVersion precondition fails and the retry reads it.
-    let remembered = member.report_taken(name).filter(|read| {
-        ctx.stores
-            .works
-            .get(Some(&namespace), name)
-            .is_some_and(|cached| cached.worker_signature() == worker_signature_of(read))
-    });
-    let work = match remembered {
-        Some(work) => work,
-        None => {
-            let Some(work) = api
-                .get_opt(name)
-                .await
-                .map_err(ExecutionError::control_plane(format!(
-                    "read Work {namespace}/{name}"
-                )))?
-            else {
-                return Ok(());
-            };
-            work
-        }
+    let Some(work) = read_work(ctx, member, &api, name).await? else {
+        return Ok(());
     };
     if work.metadata.deletion_timestamp.is_some() {
         return finalize_work(ctx, member, &api, &work).await;

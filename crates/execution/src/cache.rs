@@ -139,10 +139,10 @@ impl From<&ResourceHealth> for Health {
     }
 }
 
-impl From<Work> for CachedWork {
-    fn from(work: Work) -> Self {
-        let not_applied = work_applied(&work).err();
-        let binding = binding_of_work(&work).map(BindingKey::shared);
+impl From<&Work> for CachedWork {
+    fn from(work: &Work) -> Self {
+        let not_applied = work_applied(work).err();
+        let binding = binding_of_work(work).map(BindingKey::shared);
         let Work {
             metadata,
             spec,
@@ -154,23 +154,23 @@ impl From<Work> for CachedWork {
             annotations.and_then(|a| a.get(APPLIED_CLUSTER_OVERRIDES_ANNOTATION)),
         );
         let workload = status
-            .into_iter()
-            .flat_map(|s| s.manifest_statuses)
+            .iter()
+            .flat_map(|s| &s.manifest_statuses)
             .find(|m| m.identifier.ordinal == 0);
         let health = workload
             .as_ref()
             .and_then(|m| m.health.as_ref())
             .map(Health::from);
         let packed_status = workload
-            .and_then(|m| m.status)
-            .map(|status| STATUSES.pack(&status));
+            .and_then(|m| m.status.as_ref())
+            .map(|status| STATUSES.pack(status));
         let packed_status = packed_status.as_ref().map_or(&[][..], Packed::as_bytes);
         let propagated_namespace = metadata
             .labels
             .as_ref()
             .and_then(|l| l.get(PROPAGATED_NAMESPACE_LABEL));
         let message = not_applied.as_deref().unwrap_or_default();
-        let finalizers = metadata.finalizers.unwrap_or_default();
+        let finalizers = metadata.finalizers.as_deref().unwrap_or_default();
         let manifests = &spec.workload.manifests;
         let label_count = metadata.labels.as_ref().map_or(0, BTreeMap::len);
         let annotation_count = metadata.annotations.as_ref().map_or(0, BTreeMap::len);
@@ -198,10 +198,10 @@ impl From<Work> for CachedWork {
         tail.extend_from_slice(message.as_bytes());
         tail.extend_from_slice(propagated_namespace.map_or(&[][..], |n| n.as_bytes()));
         Self {
-            namespace: WORK_NAMESPACES.intern_value(metadata.namespace.unwrap_or_default()),
+            namespace: WORK_NAMESPACES.intern_value(metadata.namespace.clone().unwrap_or_default()),
             binding,
             generation: metadata.generation.unwrap_or(NO_GENERATION),
-            finalizers: finalizers_hash(&finalizers),
+            finalizers: finalizers_hash(finalizers),
             override_records,
             tail: tail.into_boxed_slice(),
             manifests: length(manifests.len()),
@@ -218,6 +218,12 @@ impl From<Work> for CachedWork {
             preserve_resources_on_deletion: spec.preserve_resources_on_deletion,
             health,
         }
+    }
+}
+
+impl From<Work> for CachedWork {
+    fn from(work: Work) -> Self {
+        Self::from(&work)
     }
 }
 
@@ -695,7 +701,7 @@ mod tests {
     fn a_work_as_read_has_the_signature_of_its_cached_record() {
         let read = stored(&desired());
         let signature = worker_signature_of(&read);
-        assert_eq!(CachedWork::from(read.clone()).worker_signature(), signature);
+        assert_eq!(CachedWork::from(&read).worker_signature(), signature);
         let mut reported = read.clone();
         reported.status = None;
         assert_eq!(worker_signature_of(&reported), signature, "status only");
@@ -710,7 +716,7 @@ mod tests {
         for changed in [newer, deleting, unfinalized, ungenerated] {
             assert_ne!(worker_signature_of(&changed), signature);
             assert_eq!(
-                CachedWork::from(changed.clone()).worker_signature(),
+                CachedWork::from(&changed).worker_signature(),
                 worker_signature_of(&changed)
             );
         }
@@ -719,7 +725,7 @@ mod tests {
     #[test]
     fn keeps_what_execution_reads_and_drops_the_rest() {
         let work = stored(&desired());
-        let cached = CachedWork::from(work.clone());
+        let cached = CachedWork::from(&work);
         assert_eq!(cached.name(), "a-deployment-1234");
         assert_eq!(cached.namespace(), "karmada-es-member1");
         assert_eq!(cached.generation(), Some(1));
@@ -763,11 +769,11 @@ mod tests {
 
     #[test]
     fn works_share_their_namespace_and_binding_key() {
-        let first = CachedWork::from(stored(&desired()));
+        let first = CachedWork::from(&stored(&desired()));
         let mut other = desired();
         other.namespace = "karmada-es-member2".into();
-        let second = CachedWork::from(stored(&other));
-        let again = CachedWork::from(stored(&desired()));
+        let second = CachedWork::from(&stored(&other));
+        let again = CachedWork::from(&stored(&desired()));
         // The five Works of a binding hold one key; the Works of a cluster one namespace.
         assert!(Arc::ptr_eq(
             first.binding.as_ref().unwrap(),
@@ -782,7 +788,7 @@ mod tests {
         let mut bare = stored(&desired());
         bare.metadata.labels = None;
         bare.metadata.annotations = None;
-        let bare = CachedWork::from(bare);
+        let bare = CachedWork::from(&bare);
         assert!(!bare.has_label("resourcebinding.karmada.io/permanent-id", "uid-1"));
         assert!(!bare.has_annotation("resourcebinding.karmada.io/name", "a"));
         assert_eq!(bare.binding, None);
@@ -791,7 +797,7 @@ mod tests {
     #[test]
     fn the_worker_signature_moves_with_generation_deletion_and_finalizers_only() {
         let work = stored(&desired());
-        let base = CachedWork::from(work.clone()).worker_signature();
+        let base = CachedWork::from(&work).worker_signature();
         let mut reported = work.clone();
         reported.status = None;
         assert_eq!(
@@ -945,14 +951,11 @@ mod tests {
         let mut work = stored(&desired());
         let status = work.status.as_mut().unwrap();
         status.manifest_statuses[0].health = Some(ResourceHealth::Other("Degraded".into()));
-        assert_eq!(
-            CachedWork::from(work.clone()).health(),
-            Some(ResourceHealth::Unknown)
-        );
+        assert_eq!(CachedWork::from(&work).health(), Some(ResourceHealth::Unknown));
         for health in [ResourceHealth::Unhealthy, ResourceHealth::Unknown] {
             let status = work.status.as_mut().unwrap();
             status.manifest_statuses[0].health = Some(health.clone());
-            assert_eq!(CachedWork::from(work.clone()).health(), Some(health));
+            assert_eq!(CachedWork::from(&work).health(), Some(health));
         }
     }
 
@@ -1072,15 +1075,15 @@ mod tests {
     fn a_work_is_settled_only_when_nothing_is_left_for_its_worker() {
         let work = stored(&desired());
         let ours = binding("uid-1");
-        assert!(CachedWork::from(work.clone()).settled(Some(&ours)));
+        assert!(CachedWork::from(&work).settled(Some(&ours)));
 
         // Its binding is not cached (deleted, or not seen yet): the worker may delete it.
-        assert!(!CachedWork::from(work.clone()).settled(None));
+        assert!(!CachedWork::from(&work).settled(None));
         // A binding of the same name with another uid (re-created): not the Work's binding.
-        assert!(!CachedWork::from(work.clone()).settled(Some(&binding("uid-2"))));
+        assert!(!CachedWork::from(&work).settled(Some(&binding("uid-2"))));
         let mut no_uid = ResourceBinding::new("a", ResourceBindingSpec::default());
         no_uid.metadata.namespace = Some("default".into());
-        assert!(!CachedWork::from(work.clone()).settled(Some(&CachedBinding::from(no_uid))));
+        assert!(!CachedWork::from(&work).settled(Some(&CachedBinding::from(no_uid))));
         // A new generation not applied yet.
         let mut bumped = work.clone();
         bumped.metadata.generation = Some(2);

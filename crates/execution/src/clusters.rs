@@ -29,6 +29,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::arrivals::{Arrivals, Budget};
 use crate::context::Context;
 use crate::error::{ExecutionError, is_connection_error};
 use crate::kinds::{Kind, KindCache};
@@ -75,6 +76,9 @@ pub struct Member {
     /// Works whose report waits for the member's controllers, each as the waiting reconcile
     /// read it ([`Member::wait_for_report`]).
     reports_due: Mutex<HashMap<Arc<str>, Work>>,
+    /// Works the control-plane watch delivered and queued, held for the worker
+    /// ([`crate::arrivals`]).
+    pub arrivals: Arrivals,
 }
 
 /// A member object: apiVersion, kind, namespace (empty if cluster-scoped), name.
@@ -132,7 +136,7 @@ enum EventAction {
 }
 
 impl Member {
-    fn new(name: &str) -> Self {
+    fn new(name: &str, held_works: Arc<Budget>) -> Self {
         Self {
             name: name.to_owned(),
             queue: WorkQueue::new(Duration::from_millis(200), Duration::from_secs(30)),
@@ -143,6 +147,7 @@ impl Member {
             echoes: Mutex::new(HashMap::new()),
             listed: Mutex::new(HashSet::new()),
             reports_due: Mutex::new(HashMap::new()),
+            arrivals: Arrivals::new(held_works),
         }
     }
 
@@ -317,7 +322,7 @@ impl Members {
             match members.get(name) {
                 Some(member) => (member.clone(), false),
                 None => {
-                    let member = Arc::new(Member::new(name));
+                    let member = Arc::new(Member::new(name, Arc::clone(&ctx.held_works)));
                     members.insert(name.to_owned(), member.clone());
                     (member, true)
                 }
@@ -702,7 +707,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_waiting_report_is_queued_once_unless_taken() {
         use futures::FutureExt;
-        let member = Arc::new(Member::new("member1"));
+        let member = Arc::new(Member::new("member1", Budget::new(0)));
         let wait = Duration::from_millis(500);
         let read = |name: &str| Work::new(name, flotilla_api::work::WorkSpec::default());
         let queued = |member: &Member| {
@@ -752,7 +757,7 @@ mod tests {
     #[test]
     fn only_the_event_of_its_own_apply_is_an_echo() {
         use EventAction::{Queue, Skip};
-        let member = Arc::new(Member::new("member1"));
+        let member = Arc::new(Member::new("member1", Budget::new(0)));
         let key = |name: &str| -> EchoKey {
             (
                 "apps/v1".into(),
@@ -819,7 +824,7 @@ mod tests {
 
     #[test]
     fn a_kind_listed_before_is_listed_again_even_by_a_new_watch() {
-        let member = Member::new("member1");
+        let member = Member::new("member1", Budget::new(0));
         let deployments = ("apps/v1".to_owned(), "Deployment".to_owned());
         let config_maps = ("v1".to_owned(), "ConfigMap".to_owned());
         assert!(!member.listed_again(&deployments), "the first listing");

@@ -38,6 +38,9 @@ pub struct Settings {
     pub report_wait: Duration,
     /// Works of one member cluster applied concurrently.
     pub work_workers: usize,
+    /// Bytes of Works held for the workers the watch queued them to (`--held-works-mib`,
+    /// [`crate::arrivals`]).
+    pub held_works_bytes: usize,
     /// Failover taints on Clusters.
     pub taints: crate::taints::TaintOptions,
 }
@@ -51,6 +54,7 @@ impl Default for Settings {
             member_timeout: Duration::from_secs(10),
             report_wait: crate::apply::REPORT_WAIT,
             work_workers: 4,
+            held_works_bytes: crate::arrivals::DEFAULT_BUDGET_MIB << 20,
             taints: crate::taints::TaintOptions::default(),
         }
     }
@@ -162,6 +166,8 @@ pub struct Context {
     pub taint_policy_queue: WorkQueue<String>,
     /// Member clusters: their clients, Work queues and watches.
     pub members: Members,
+    /// What the members' held Works take ([`crate::arrivals`]).
+    pub held_works: Arc<crate::arrivals::Budget>,
     /// Serialises reconciles of one binding between the queue and gRPC calls.
     pub binding_locks: KeyedLocks<BindingKey>,
     /// Kinds served by the control plane.
@@ -188,9 +194,11 @@ impl Context {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
+        let held_works = crate::arrivals::Budget::new(settings.held_works_bytes);
         Self {
             client,
             settings,
+            held_works,
             stores,
             binding_queue: WorkQueue::default(),
             namespace_queue: WorkQueue::default(),

@@ -26,7 +26,8 @@
 //! The I/O around them: [`dispatch`] (binding controller and status aggregation), [`apply`]
 //! (per-cluster Work workers: member apply, suspension, deletion), [`namespaces`] (namespace
 //! auto-propagation), [`clusters`] (member access, health probe, member watches),
-//! [`watches`] (control-plane watches; [`cache`] keeps Works there without their manifests), [`server`] (gRPC `Dispatch`), [`service`] (the process),
+//! [`watches`] (control-plane watches; [`cache`] keeps Works there without their manifests,
+//! [`arrivals`] holds a queued Work for its worker), [`server`] (gRPC `Dispatch`), [`service`] (the process),
 //! [`kinds`], [`context`] and [`metrics`]; the work queues are `flotilla_runtime::queue`.
 //!
 //! Contracts with other services are in `docs/architecture.md` ("Objects, names and
@@ -34,6 +35,7 @@
 
 pub mod apply;
 pub mod apply_once;
+pub mod arrivals;
 pub mod cache;
 pub mod clusters;
 pub mod context;

@@ -18,6 +18,7 @@
 //! | `flotilla_execution_resync_works_settled_total` | | Works the periodic resync left alone (settled: applied, finalized, of a cached binding) |
 //! | `flotilla_execution_resync_bindings_queued_total` | | Bindings the periodic resync queued to the binding workers (not settled) |
 //! | `flotilla_execution_resync_bindings_settled_total` | | Bindings the periodic resync left alone (settled: dispatched, one settled Work per target cluster) |
+//! | `flotilla_execution_work_reads_total` | `source` | Works a reconcile started from, by where it got them: `watch` (held from the watch event that queued it), `wait` (read by the reconcile whose report waited), `api` (a GET) |
 //! | `flotilla_execution_report_waits_total` | `cluster`, `ended` | Work reports that waited for the member's controllers (ADR 0027), by how the wait ended: `reconciled` (the Work was reconciled again, usually because a controller reported) or `timed-out` (`--report-wait` passed) |
 
 use std::sync::OnceLock;
@@ -65,6 +66,11 @@ struct WaitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     queue: String,
 }
@@ -105,6 +111,7 @@ pub struct Metrics {
     resync_bindings_queued: Counter,
     resync_bindings_settled: Counter,
     report_waits: Family<WaitLabels, Counter>,
+    work_reads: Family<SourceLabels, Counter>,
 }
 
 /// What one pass over the caches queued and left alone.
@@ -146,6 +153,7 @@ pub fn metrics() -> &'static Metrics {
             resync_bindings_queued: Counter::default(),
             resync_bindings_settled: Counter::default(),
             report_waits: Family::default(),
+            work_reads: Family::default(),
         };
         register(
             "execution_owned_clusters",
@@ -226,6 +234,11 @@ pub fn metrics() -> &'static Metrics {
             "execution_report_waits",
             "Work reports that waited for the member's controllers, by cluster and how the wait ended (reconciled, timed-out)",
             metrics.report_waits.clone(),
+        );
+        register(
+            "execution_work_reads",
+            "Works a reconcile started from, by source (watch: held from the event that queued it; wait: read by the reconcile whose report waited; api: a GET)",
+            metrics.work_reads.clone(),
         );
         metrics
     })
@@ -310,6 +323,15 @@ impl Metrics {
             .get_or_create(&WaitLabels {
                 cluster: cluster.to_owned(),
                 ended: if timed_out { "timed-out" } else { "reconciled" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts the Work a reconcile started from, by where it came from.
+    pub fn work_read(&self, source: crate::arrivals::Source) {
+        self.work_reads
+            .get_or_create(&SourceLabels {
+                source: source.label(),
             })
             .inc();
     }

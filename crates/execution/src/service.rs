@@ -80,6 +80,11 @@ pub struct Args {
     /// workers at once; an unreachable member still blocks only its own workers).
     #[arg(long, default_value_t = 4)]
     pub work_workers: usize,
+    /// MiB of Works held, across members, from the watch event that queues each until a worker
+    /// takes it, so the worker need not read the Work from the API server (an approximate
+    /// count of the decoded objects). A Work beyond it is read as usual. `0` holds none.
+    #[arg(long, default_value_t = crate::arrivals::DEFAULT_BUDGET_MIB)]
+    pub held_works_mib: usize,
     /// Sharding between replicas (Lease membership, rendezvous hashing of clusters, bindings
     /// and namespaces).
     #[command(flatten)]
@@ -186,6 +191,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         member_timeout: args.member_timeout,
         report_wait: args.report_wait,
         work_workers: args.work_workers.max(1),
+        held_works_bytes: args.held_works_mib.saturating_mul(1 << 20),
         taints: crate::taints::TaintOptions {
             no_execute: args.feature_gates.failover,
             eviction_timeout: args.failover_eviction_timeout,

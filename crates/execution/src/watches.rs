@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::watched::Watched;
@@ -26,7 +26,7 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::cache::{CachedBinding, CachedWork};
+use crate::cache::{CachedBinding, CachedWork, worker_signature_of};
 use crate::clusters::Members;
 use crate::context::{BindingKey, Context, Stores};
 use crate::works::BindingKind;
@@ -116,12 +116,32 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
     );
     {
         let handler_ctx = ctx.clone();
+        // The Work the watch just delivered, whole: `convert` keeps it here and the update it
+        // makes takes it, for the worker the update queues ([`crate::arrivals`]). A relist
+        // reports its updates after converting every object, so those find another Work here
+        // (or none) and hold nothing.
+        let delivered: Arc<Mutex<Option<Work>>> = Arc::default();
+        let kept = Arc::clone(&delivered);
+        let convert = move |work: Work| {
+            let cached = CachedWork::from(&work);
+            *kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(work);
+            cached
+        };
         let on_update = move |update: Update<'_, CachedWork>| {
             let ctx = &handler_ctx;
             let (work, deleted, old) = match update {
                 Update::Applied { old, new } => (new, false, old),
                 Update::Deleted(work) => (work, true, None),
                 Update::Synced => return,
+            };
+            let whole = if deleted {
+                None
+            } else {
+                delivered
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .filter(|whole| delivered_as(whole, work))
             };
             let Some(cluster) = cluster_of_execution_namespace(work.namespace()) else {
                 return;
@@ -139,16 +159,27 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             {
                 ctx.namespace_queue.add(namespace.to_string());
             }
+            let name = work.queue_name();
+            if deleted {
+                if let Some(member) = ctx.members.get(cluster) {
+                    member.arrivals.deleted(&name);
+                }
+                return;
+            }
             // A status-only change (the worker's own report) does not need the worker again.
-            if !deleted && old.map(CachedWork::worker_signature) != Some(work.worker_signature()) {
-                Members::ensure(ctx, cluster).queue.add(work.queue_name());
+            if old.map(CachedWork::worker_signature) != Some(work.worker_signature()) {
+                let member = Members::ensure(ctx, cluster);
+                member.arrivals.offer(&name, whole, true);
+                member.queue.add(name);
+            } else if let Some(member) = ctx.members.get(cluster) {
+                member.arrivals.offer(&name, whole, false);
             }
         };
         spawn_cache(
             ctx,
             Api::<Work>::all(client.clone()),
             writers.works,
-            CachedWork::from,
+            convert,
             on_update,
         );
     }
@@ -355,6 +386,14 @@ fn conditions_of(cluster: &Cluster) -> Conditions {
         .flat_map(|s| &s.conditions)
         .map(|c| (c.type_.clone(), c.status.clone()))
         .collect()
+}
+
+/// Whether `whole` is the Work `cached` was converted from: the same name, namespace and
+/// worker signature.
+fn delivered_as(whole: &Work, cached: &CachedWork) -> bool {
+    whole.metadata.name.as_deref() == Some(cached.name())
+        && whole.metadata.namespace.as_deref() == Some(cached.namespace())
+        && worker_signature_of(whole) == cached.worker_signature()
 }
 
 /// Runs the watch of `api` into the compact cache of `writer` on a task of its own, calling
