@@ -74,8 +74,8 @@ pub struct Member {
     /// dropped ([`Member::listed_again`]).
     listed: Mutex<HashSet<(String, String)>>,
     /// Works whose report waits for the member's controllers, each as the waiting reconcile
-    /// read it ([`Member::wait_for_report`]).
-    reports_due: Mutex<HashMap<Arc<str>, Work>>,
+    /// read it, with the wait's end ([`Member::wait_for_report`]).
+    reports_due: Mutex<HashMap<Arc<str>, (Work, tokio::time::Instant)>>,
     /// Works the control-plane watch delivered and queued, held for the worker
     /// ([`crate::arrivals`]).
     pub arrivals: Arrivals,
@@ -151,7 +151,7 @@ impl Member {
         }
     }
 
-    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, Work>> {
+    fn reports_due(&self) -> MutexGuard<'_, HashMap<Arc<str>, (Work, tokio::time::Instant)>> {
         self.reports_due.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -161,19 +161,27 @@ impl Member {
     /// wait ([`Member::report_taken`]) and cancels that add. `work` is the Work as the waiting
     /// reconcile read it: the reconcile that reports need not read it again.
     pub fn wait_for_report(&self, name: Arc<str>, wait: Duration, work: Work) {
-        self.reports_due().insert(Arc::clone(&name), work);
+        let due = tokio::time::Instant::now() + wait;
+        self.reports_due().insert(Arc::clone(&name), (work, due));
         self.queue.add_after(name, wait);
     }
 
     /// A reconcile of Work `name` began (or its worker left it to another replica): a wait
     /// begun earlier is over. Returns the Work as the waiting reconcile read it.
     pub fn report_taken(&self, name: &str) -> Option<Work> {
-        let work = self.reports_due().remove(name)?;
-        // The wait's delayed add still pending: a reconcile came first, usually because a
-        // controller reported; otherwise the wait timed out and its add brought this one.
-        let timed_out = !self.queue.cancel_after(name);
+        let (work, timed_out) = self.take_report(name)?;
         crate::metrics::metrics().report_wait_ended(&self.name, timed_out);
         Some(work)
+    }
+
+    /// [`Member::report_taken`] without the metric: the Work as read, and whether the wait had
+    /// passed (`false`: a reconcile came first, usually because a controller reported, or a
+    /// retry's add that was due earlier than the wait's).
+    fn take_report(&self, name: &str) -> Option<(Work, bool)> {
+        let (work, due) = self.reports_due().remove(name)?;
+        // The wait's delayed add, if still pending, is not needed any more.
+        self.queue.cancel_after(name);
+        Some((work, tokio::time::Instant::now() >= due))
     }
 
     /// How many Works' reports are waiting.
@@ -752,6 +760,20 @@ mod tests {
         assert!(queued(&member).is_empty(), "the first wait was taken");
         tokio::time::sleep(Duration::from_millis(201)).await;
         assert_eq!(queued(&member), ["work-c"]);
+        let (_, timed_out) = member.take_report("work-c").expect("work-c waited");
+        assert!(timed_out, "brought by the wait's end");
+
+        // A retry's add due before the wait's end: the wait adds nothing (the queue keeps the
+        // earlier add), and the reconcile the retry brings takes the report before the wait
+        // passed.
+        member.queue.add_rate_limited("work-d".into());
+        member.wait_for_report("work-d".into(), wait, read("work-d"));
+        tokio::time::sleep(Duration::from_millis(201)).await;
+        assert_eq!(queued(&member), ["work-d"]);
+        let (_, timed_out) = member.take_report("work-d").expect("work-d waits");
+        assert!(!timed_out, "taken by the retry's reconcile, not the wait's end");
+        tokio::time::sleep(wait).await;
+        assert!(queued(&member).is_empty(), "the wait's add was never pending");
     }
 
     #[test]
