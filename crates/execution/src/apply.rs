@@ -145,11 +145,11 @@ async fn read_work(
     name: &str,
 ) -> Result<Option<Work>, ExecutionError> {
     let namespace = member.namespace();
-    let cached = ctx.stores.works.get(Some(&namespace), name);
     // This reconcile reports, or waits again: an earlier wait is over.
     let remembered = member.report_taken(name).filter(|read| {
-        cached
-            .as_ref()
+        ctx.stores
+            .works
+            .get(Some(&namespace), name)
             .is_some_and(|cached| cached.worker_signature() == worker_signature_of(read))
     });
     if let Some(work) = member.arrivals.take(name) {
@@ -168,6 +168,11 @@ async fn read_work(
             "read Work {namespace}/{name}"
         )))?;
     if let Some(work) = &work {
+        // What the watch has delivered of this very object (not of one deleted before it).
+        let cached = ctx
+            .stores
+            .works
+            .get_of_uid(Some(&namespace), name, work.metadata.uid.as_deref());
         member
             .arrivals
             .read_from_api(&Arc::from(name), work, cached.map(|c| c.generation()));

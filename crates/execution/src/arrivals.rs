@@ -193,9 +193,10 @@ impl Arrivals {
         }
     }
 
-    /// A worker read Work `name` from the API server, while the cache held generation
-    /// `cached` of it (`None`: the cache did not hold it). A read ahead of the cache fences
-    /// the Work at the generation read.
+    /// A worker read Work `name` from the API server, and the cache holds generation `cached`
+    /// of that object (`None`: the cache does not hold it, or holds an earlier object of the
+    /// same name). A read ahead of the cache fences the Work at the generation read: the
+    /// watch may still deliver that object's older generations.
     pub fn read_from_api(&self, name: &Arc<str>, work: &Work, cached: Option<Option<i64>>) {
         let ahead = cached.is_none_or(|cached| work.metadata.generation > cached);
         if ahead {

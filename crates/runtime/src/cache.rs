@@ -247,6 +247,15 @@ impl<V: Keyed> Cache<V> {
             .map(|entry| Arc::clone(&entry.value))
     }
 
+    /// [`Cache::get`], only if the cached object has `uid` (not an earlier object of the same
+    /// name, deleted since, whose deletion the watch has not delivered yet).
+    pub fn get_of_uid(&self, namespace: Option<&str>, name: &str, uid: Option<&str>) -> Option<Arc<V>> {
+        self.read()
+            .get((namespace.unwrap_or_default(), name))
+            .filter(|entry| entry.uid == uid_hash(uid))
+            .map(|entry| Arc::clone(&entry.value))
+    }
+
     /// Every value the cache holds, in no particular order.
     pub fn state(&self) -> Vec<Arc<V>> {
         self.read()
@@ -585,6 +594,21 @@ mod tests {
             let mut values: Vec<String> = cache.state().iter().map(|v| v.1.clone()).collect();
             values.sort();
             assert_eq!(values, ["x", "y"]);
+        });
+    }
+
+    #[test]
+    fn a_value_is_found_by_uid_only_for_the_object_cached() {
+        each_way(|| {
+            let (cache, _writer) = listed(map("a", "1", "x"));
+            let found = cache.get_of_uid(Some("ns"), "a", Some("1"));
+            assert_eq!(found.map(|v| v.1.clone()).as_deref(), Some("x"));
+            assert!(
+                cache.get_of_uid(Some("ns"), "a", Some("2")).is_none(),
+                "a re-created object of the same name is another object"
+            );
+            assert!(cache.get_of_uid(Some("ns"), "a", None).is_none());
+            assert!(cache.get_of_uid(Some("ns"), "b", Some("1")).is_none());
         });
     }
 
