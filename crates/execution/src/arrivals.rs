@@ -50,7 +50,8 @@ impl Budget {
     }
 
     /// The bytes held now.
-    pub fn used(&self) -> usize {
+    #[cfg(test)]
+    fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }
 
@@ -211,13 +212,9 @@ impl Arrivals {
     }
 
     /// How many Works are held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.inner().held.len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// How many Works are fenced.
@@ -298,7 +295,7 @@ mod tests {
         let arrivals = Arrivals::new(Budget::new(1 << 20));
         // A status-only change of a Work no worker waits for: nothing to hold.
         arrivals.offer(&name(), Some(work("u1", 1, 1)), false);
-        assert!(arrivals.is_empty());
+        assert_eq!(arrivals.len(), 0);
         // Queued, then a status-only change before the worker took it: the newer one is held.
         arrivals.offer(&name(), Some(work("u1", 2, 2)), true);
         let mut newer = work("u1", 2, 2);

@@ -221,12 +221,6 @@ impl From<&Work> for CachedWork {
     }
 }
 
-impl From<Work> for CachedWork {
-    fn from(work: Work) -> Self {
-        Self::from(&work)
-    }
-}
-
 fn finalizers_hash(finalizers: &[String]) -> u64 {
     let mut hasher = DefaultHasher::new();
     finalizers.hash(&mut hasher);
@@ -801,16 +795,16 @@ mod tests {
         let mut reported = work.clone();
         reported.status = None;
         assert_eq!(
-            CachedWork::from(reported).worker_signature(),
+            CachedWork::from(&reported).worker_signature(),
             base,
             "a status change"
         );
         let mut bumped = work.clone();
         bumped.metadata.generation = Some(2);
-        assert_ne!(CachedWork::from(bumped).worker_signature(), base);
+        assert_ne!(CachedWork::from(&bumped).worker_signature(), base);
         let mut deleting = work.clone();
         deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-        let deleting = CachedWork::from(deleting);
+        let deleting = CachedWork::from(&deleting);
         assert!(deleting.deleting);
         assert_ne!(deleting.worker_signature(), base);
         let mut other_finalizer = work;
@@ -820,13 +814,13 @@ mod tests {
             .as_mut()
             .unwrap()
             .push("example.com/other".into());
-        assert_ne!(CachedWork::from(other_finalizer).worker_signature(), base);
+        assert_ne!(CachedWork::from(&other_finalizer).worker_signature(), base);
     }
 
     #[test]
     fn holds_the_desired_work_until_something_it_writes_differs() {
         let want = desired();
-        let cached = |work: Work| CachedWork::from(work);
+        let cached = |work: Work| CachedWork::from(&work);
         assert!(
             cached(stored(&want)).holds(&want),
             "another writer's annotation is not compared"
@@ -898,7 +892,7 @@ mod tests {
         let status = work.status.as_mut().unwrap();
         status.conditions[0].status = "False".into();
         status.conditions[0].message = "member1: deployments.apps \"a\" is forbidden".into();
-        let cached = CachedWork::from(work);
+        let cached = CachedWork::from(&work);
         assert_eq!(
             cached.applied(),
             Err("member1: deployments.apps \"a\" is forbidden")
@@ -940,7 +934,7 @@ mod tests {
         // No generation reads back as none, and differs from every generation.
         let mut ungenerated = stored(&desired());
         ungenerated.metadata.generation = None;
-        let ungenerated = CachedWork::from(ungenerated);
+        let ungenerated = CachedWork::from(&ungenerated);
         assert_eq!(ungenerated.generation(), None);
         assert_ne!(ungenerated.worker_signature(), cached.worker_signature());
         assert_eq!(ungenerated.name(), "a-deployment-1234");
@@ -969,7 +963,7 @@ mod tests {
             PROPAGATED_NAMESPACE_LABEL.into(),
             "ns1".into(),
         )]));
-        let cached = CachedWork::from(work);
+        let cached = CachedWork::from(&work);
         assert_eq!(cached.manifest_hashes().len(), 0);
         assert!(cached.has_manifests(&[]));
         assert!(!cached.has_manifests(&manifests()[..1]));
@@ -1088,25 +1082,25 @@ mod tests {
         let mut bumped = work.clone();
         bumped.metadata.generation = Some(2);
         bumped.spec.workload.manifests[0]["spec"]["replicas"] = json!(2);
-        assert!(!CachedWork::from(bumped).settled(Some(&ours)));
+        assert!(!CachedWork::from(&bumped).settled(Some(&ours)));
         // An apply that failed.
         let mut failed = work.clone();
         let applied = &mut failed.status.as_mut().unwrap().conditions[0];
         applied.status = "False".into();
         applied.reason = "AppliedFailed".into();
-        assert!(!CachedWork::from(failed).settled(Some(&ours)));
+        assert!(!CachedWork::from(&failed).settled(Some(&ours)));
         // Never reported.
         let mut unreported = work.clone();
         unreported.status = None;
-        assert!(!CachedWork::from(unreported).settled(Some(&ours)));
+        assert!(!CachedWork::from(&unreported).settled(Some(&ours)));
         // Without execution's finalizer (the worker adds it).
         let mut unfinalized = work.clone();
         unfinalized.metadata.finalizers = None;
-        assert!(!CachedWork::from(unfinalized).settled(Some(&ours)));
+        assert!(!CachedWork::from(&unfinalized).settled(Some(&ours)));
         // Being deleted (the worker removes the member objects).
         let mut deleting = work.clone();
         deleting.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-        assert!(!CachedWork::from(deleting).settled(Some(&ours)));
+        assert!(!CachedWork::from(&deleting).settled(Some(&ours)));
 
         // A ClusterResourceBinding's Work carries its uid under the cluster-scoped label.
         let mut cluster_scoped = desired();
@@ -1119,17 +1113,17 @@ mod tests {
         let mut cluster_binding = ClusterResourceBinding::new("c", ResourceBindingSpec::default().into());
         cluster_binding.metadata.uid = Some("uid-c".into());
         let cluster_binding = CachedBinding::from(cluster_binding);
-        assert!(CachedWork::from(stored(&cluster_scoped)).settled(Some(&cluster_binding)));
+        assert!(CachedWork::from(&stored(&cluster_scoped)).settled(Some(&cluster_binding)));
         // The same uid under the namespaced label is not the cluster-scoped binding's.
         cluster_scoped.labels =
             BTreeMap::from([("resourcebinding.karmada.io/permanent-id".into(), "uid-c".into())]);
-        assert!(!CachedWork::from(stored(&cluster_scoped)).settled(Some(&cluster_binding)));
+        assert!(!CachedWork::from(&stored(&cluster_scoped)).settled(Some(&cluster_binding)));
 
         // A Work of no binding (a propagated namespace's) needs none.
         let mut namespace_work = work;
         namespace_work.metadata.labels = None;
         namespace_work.metadata.annotations = None;
-        assert!(CachedWork::from(namespace_work).settled(None));
+        assert!(CachedWork::from(&namespace_work).settled(None));
     }
 
     /// `default/a` (uid `uid-1`), scheduled to member1 and member2 at generation 2 and
@@ -1178,7 +1172,7 @@ mod tests {
         let mut desired = desired();
         desired.cluster = cluster.into();
         desired.namespace = flotilla_api::well_known::execution_namespace(cluster);
-        Arc::new(CachedWork::from(stored(&desired)))
+        Arc::new(CachedWork::from(&stored(&desired)))
     }
 
     /// The binding's Works in `clusters`, by cluster.
@@ -1278,7 +1272,7 @@ mod tests {
         let mut unapplied = works.clone();
         let mut work = stored(&desired());
         work.status = None;
-        unapplied.insert("member1".into(), Arc::new(CachedWork::from(work)));
+        unapplied.insert("member1".into(), Arc::new(CachedWork::from(&work)));
         assert!(!settled(&binding, &unapplied));
         let mut former = binding.clone();
         former.metadata.uid = Some("uid-2".into());

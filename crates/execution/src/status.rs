@@ -297,13 +297,13 @@ mod tests {
 
     #[test]
     fn aggregation_and_fully_applied() {
-        let ok = CachedWork::from(work(1, Some((true, 1, "ok")), false));
-        let failing = CachedWork::from(work(
+        let ok = CachedWork::from(&work(1, Some((true, 1, "ok")), false));
+        let failing = CachedWork::from(&work(
             1,
             Some((false, 1, "cluster member2 is unreachable: refused")),
             false,
         ));
-        let suspended = CachedWork::from(work(2, Some((true, 1, "ok")), true));
+        let suspended = CachedWork::from(&work(2, Some((true, 1, "ok")), true));
         let targets = vec!["member1".to_owned(), "member2".to_owned(), "member3".to_owned()];
 
         let works = BTreeMap::from([("member1".to_owned(), &ok), ("member2".to_owned(), &ok)]);
