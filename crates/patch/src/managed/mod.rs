@@ -212,12 +212,24 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// A copy of `obj` without `metadata.managedFields` (which are never copied).
 fn without_managed_fields(obj: &Value) -> Value {
-    let mut out = obj.clone();
-    if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-    }
-    out
+    let Value::Object(map) = obj else {
+        return obj.clone();
+    };
+    let copy = |(key, value): (&String, &Value)| {
+        let value = match (key.as_str(), value) {
+            ("metadata", Value::Object(meta)) => Value::Object(
+                meta.iter()
+                    .filter(|(key, _)| *key != "managedFields")
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect(),
+            ),
+            _ => value.clone(),
+        };
+        (key.clone(), value)
+    };
+    Value::Object(map.iter().map(copy).collect())
 }
 
 fn set_managed_fields(obj: &mut Value, entries: Option<Value>) {
@@ -577,18 +589,19 @@ pub fn apply_with_filter(
     {
         return Err(ApplyError::Invalid("metadata.managedFields must be nil".into()));
     }
+    let none = Value::Object(Map::new());
     let live_obj = match live {
-        Some(v @ Value::Object(_)) => v.clone(),
+        Some(v @ Value::Object(_)) => v,
         Some(_) => {
             return Err(ApplyError::Invalid(
                 "the live object must be a JSON object".into(),
             ));
         }
-        None => json!({}),
+        None => &none,
     };
-    let managed = entries::decode(metadata(&live_obj).and_then(|m| m.get("managedFields")))
+    let managed = entries::decode(metadata(live_obj).and_then(|m| m.get("managedFields")))
         .map_err(|e| ApplyError::Invalid(format!("failed to decode managed fields: {e}")))?;
-    let live_clean = without_managed_fields(&live_obj);
+    let live_clean = without_managed_fields(live_obj);
     typed::validate(applied, shape, false).map_err(|e| {
         ApplyError::Invalid(format!(
             "failed to create typed patch object ({}): {e}",
@@ -728,8 +741,58 @@ pub fn track_update_with_filter(
             "the object to track must be a JSON object".into(),
         ));
     }
-    let old_entries = old.and_then(metadata).and_then(|m| m.get("managedFields"));
-    let new_entries = metadata(new).and_then(|m| m.get("managedFields"));
+    let mut old = old.cloned();
+    Ok(track_update_in_place(
+        old.as_mut(),
+        new.clone(),
+        shape,
+        opts,
+        filter,
+    ))
+}
+
+/// [`track_update_with_filter`] without copying either object, for a caller that owns them
+/// (an API server's write path): `new` is taken and returned with its managedFields, and
+/// `old`'s `metadata.managedFields` are taken out for the comparison and put back before this
+/// returns. A `new` that is not a JSON object is returned as it is.
+pub fn track_update_in_place(
+    mut old: Option<&mut Value>,
+    mut new: Value,
+    shape: &Shape,
+    opts: &UpdateOptions,
+    filter: &Filter,
+) -> Value {
+    if !new.is_object() {
+        return new;
+    }
+    let old_entries = old.as_deref_mut().and_then(take_managed_fields);
+    let new_entries = take_managed_fields(&mut new);
+    let out = track_stripped(
+        old.as_deref(),
+        old_entries.as_ref(),
+        new,
+        new_entries.as_ref(),
+        shape,
+        opts,
+        filter,
+    );
+    if let (Some(old), Some(entries)) = (old, old_entries) {
+        set_managed_fields(old, Some(entries));
+    }
+    out
+}
+
+/// The tracking itself, on `old` and `new` without their managedFields (`old_entries`,
+/// `new_entries`).
+fn track_stripped(
+    old: Option<&Value>,
+    old_entries: Option<&Value>,
+    new: Value,
+    new_entries: Option<&Value>,
+    shape: &Shape,
+    opts: &UpdateOptions,
+    filter: &Filter,
+) -> Value {
     let decode_old = || entries::decode(old_entries).unwrap_or_default();
     let mut managed = if opts.subresource.is_some() {
         decode_old()
@@ -741,27 +804,34 @@ pub fn track_update_with_filter(
             _ => decode_old(),
         }
     };
-    let new_clean = without_managed_fields(new);
     let is_create = old.is_none_or(|o| meta_str(o, "uid").is_empty());
     if managed.fields.is_empty() && !is_create {
-        return Ok(new_clean);
+        return new;
     }
-    let old_clean = match old {
-        Some(o) => without_managed_fields(o),
-        None => zero_baseline(new),
+    let baseline;
+    let old = match old {
+        Some(o) => o,
+        None => {
+            baseline = zero_baseline(&new);
+            &baseline
+        }
     };
-    if typed::validate(&old_clean, shape, true).is_err() || typed::validate(&new_clean, shape, true).is_err()
-    {
+    if typed::validate(old, shape, true).is_err() || typed::validate(&new, shape, true).is_err() {
         // kube-apiserver's UpdateNoErrors: keep the live managedFields rather than fail.
-        let mut out = new_clean;
+        let mut out = new;
         set_managed_fields(&mut out, old_entries.cloned());
-        return Ok(out);
+        return out;
     }
     let ctx = Ctx::new(shape, filter, opts.api_version, opts.subresource, opts.now);
-    update_layers(&old_clean, &new_clean, &mut managed, opts.manager, &ctx);
-    let mut out = new_clean;
+    update_layers(old, &new, &mut managed, opts.manager, &ctx);
+    let mut out = new;
     set_managed_fields(&mut out, entries::encode(&managed));
-    Ok(out)
+    out
+}
+
+/// Removes `metadata.managedFields` from `obj` and returns them.
+fn take_managed_fields(obj: &mut Value) -> Option<Value> {
+    obj.get_mut("metadata")?.as_object_mut()?.remove("managedFields")
 }
 
 impl Conflict {

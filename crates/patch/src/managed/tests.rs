@@ -1059,3 +1059,37 @@ fn custom_resources_typed_by_their_crd_schema() {
         json!([{"name": "a", "url": "http://a"}, {"name": "b", "url": "http://b"}])
     );
 }
+
+#[test]
+fn tracking_in_place_matches_tracking_on_copies_and_leaves_the_old_object_as_it_was() {
+    let mut g = Gen(0x1a2b_3c4d_5e6f_0011);
+    let opts = UpdateOptions {
+        manager: "controller",
+        api_version: "apps/v1",
+        subresource: None,
+        now: T1,
+    };
+    let shape = deployment_shape();
+    let filter = Filter::for_subresource(None);
+    for _ in 0..100 {
+        let (first, second) = (g.deployment(), g.deployment());
+        let tracked = stored(apply_as(None, &first, "kubectl", false, T0).unwrap());
+        let untracked = without_managed_fields(&tracked);
+        let mut sent = second.clone();
+        sent["metadata"]["managedFields"] = tracked["metadata"]["managedFields"].clone();
+        for old in [Some(&tracked), Some(&untracked), None] {
+            for new in [&second, &sent] {
+                let expected = track_update(old, new, &shape, &opts).unwrap();
+                let mut owned = old.cloned();
+                let got = track_update_in_place(owned.as_mut(), new.clone(), &shape, &opts, &filter);
+                assert_eq!(got, expected, "{first} -> {new}");
+                assert_eq!(owned.as_ref(), old, "the old object is given back whole");
+            }
+        }
+    }
+    // Not an object: given back untouched.
+    assert_eq!(
+        track_update_in_place(None, json!([1]), &shape, &opts, &filter),
+        json!([1])
+    );
+}
