@@ -25,6 +25,9 @@ pub struct Schema {
     props: JSONSchemaProps,
     root: Node,
     has_cel: bool,
+    /// Whether any node [`embedded::coerce`] visits is an embedded resource: without one,
+    /// pruning has no metadata to coerce.
+    has_embedded: bool,
 }
 
 impl Schema {
@@ -49,9 +52,11 @@ impl Schema {
     /// Pre-processes `props` without checking it (for schemas already accepted, e.g. CRDs read
     /// back from storage).
     pub fn new_unchecked(props: &JSONSchemaProps) -> Schema {
+        let root = Node::from_props(props);
         Schema {
             props: props.clone(),
-            root: Node::from_props(props),
+            has_embedded: has_embedded(&root),
+            root,
             has_cel: has_cel(props),
         }
     }
@@ -108,6 +113,9 @@ impl Schema {
         let mut paths = tracker.paths;
         paths.sort();
         prune::prune_nulls(value, Some(&self.root));
+        if !self.has_embedded {
+            return paths;
+        }
         // Metadata that does not decode is left for `validate` to report.
         let mut candidate = value.clone();
         let mut unknown = Vec::new();
@@ -206,4 +214,13 @@ fn has_cel(p: &JSONSchemaProps) -> bool {
         .chain(p.one_of.iter().flatten())
         .chain(p.not.as_deref())
         .any(has_cel)
+}
+
+/// Whether `node` or a node below it that [`embedded::coerce`] walks into (properties,
+/// additional properties, items) is an `x-kubernetes-embedded-resource`.
+fn has_embedded(node: &Node) -> bool {
+    node.embedded_resource
+        || node.properties.values().any(has_embedded)
+        || node.additional_schema().is_some_and(has_embedded)
+        || node.items.as_deref().is_some_and(has_embedded)
 }

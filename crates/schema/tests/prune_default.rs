@@ -89,6 +89,47 @@ fn prunes_unknown_fields_and_reports_paths() {
 }
 
 #[test]
+fn embedded_metadata_is_coerced_wherever_the_resource_is_nested() {
+    // Works keep their manifests in a list, other kinds in a map: both are found.
+    let s = schema(
+        r#"
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      manifests:
+        type: array
+        items: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+      byName:
+        type: object
+        additionalProperties: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+"#,
+    );
+    let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "junk": 1}});
+    let mut obj = json!({"spec": {"manifests": [manifest.clone()], "byName": {"c": manifest}}});
+    let paths = s.prune(&mut obj);
+    assert_eq!(
+        paths,
+        vec!["spec.byName[c].metadata.junk", "spec.manifests[0].metadata.junk"]
+    );
+    let clean = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    assert_eq!(
+        obj,
+        json!({"spec": {"manifests": [clean.clone()], "byName": {"c": clean}}})
+    );
+
+    // Without embedded resources there is no metadata to coerce: unknown fields still go.
+    let s = schema("type: object\nproperties:\n  spec: {type: object, properties: {a: {type: string}}}");
+    let mut obj = json!({"metadata": {"name": "x", "junk": 1}, "spec": {"a": "b", "c": 1}});
+    assert_eq!(s.prune(&mut obj), vec!["spec.c"]);
+    assert_eq!(
+        obj,
+        json!({"metadata": {"name": "x", "junk": 1}, "spec": {"a": "b"}})
+    );
+}
+
+#[test]
 fn prunes_disallowed_nulls() {
     let s = schema(SCHEMA);
     let mut obj = json!({"spec": {"strict": null, "mode": null, "replicas": null}});
