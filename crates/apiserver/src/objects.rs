@@ -17,14 +17,24 @@ pub fn encode_for_storage(obj: &Value) -> Vec<u8> {
     out.extend_from_slice(b"{\"metadata\":");
     let empty = Map::new();
     let map = obj.as_object().unwrap_or(&empty);
-    let mut meta = map
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    meta.remove("resourceVersion");
+    let meta = map.get("metadata").and_then(Value::as_object).unwrap_or(&empty);
+    // Written entry by entry, leaving resourceVersion out, rather than from a copy without it.
     // Writing to a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut out, &meta);
+    out.push(b'{');
+    let mut first = true;
+    for (k, v) in meta {
+        if k == "resourceVersion" {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    }
+    out.push(b'}');
     for (k, v) in map {
         if k == "metadata" {
             continue;
@@ -265,6 +275,24 @@ mod tests {
         assert_eq!(served["metadata"]["name"], "a");
         assert_eq!(served["data"]["k"], "v");
         assert_eq!(decode_stored(&stored, 7), served);
+    }
+
+    #[test]
+    fn storage_bytes_are_the_metadata_without_resource_version_then_the_rest() {
+        for meta in [
+            json!({"resourceVersion": "5"}),
+            json!({"annotations": {"a\"b": "c\nd"}, "name": "x", "resourceVersion": "5"}),
+            json!({"name": "x", "resourceVersion": "5", "uid": "u"}),
+            json!({"labels": {"k": "v"}, "name": "x"}),
+        ] {
+            let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}});
+            let mut without = meta.clone();
+            without.as_object_mut().unwrap().remove("resourceVersion");
+            let expected = format!(
+                r#"{{"metadata":{without},"apiVersion":"v1","data":{{"k":"v"}},"kind":"ConfigMap"}}"#
+            );
+            assert_eq!(String::from_utf8(encode_for_storage(&obj)).unwrap(), expected);
+        }
     }
 
     #[test]

@@ -687,15 +687,12 @@ impl Api {
             };
             let old = self.to_value(def, &current.value, current.mod_revision);
             let scale = sub == Subresource::Scale;
-            let view = if scale {
-                scale_view(def, &old)?
-            } else {
-                old.clone()
-            };
-            let patched = apply_patch(def, &view, patch, name, scale)?;
+            let scaled = if scale { Some(scale_view(def, &old)?) } else { None };
+            let view = scaled.as_ref().unwrap_or(&old);
+            let patched = apply_patch(def, view, patch, name, scale)?;
             // Only a resourceVersion the patch itself sets pins the write: the patched object
             // inherits the current one's, which must not turn a race into a 409.
-            let pinned = pinned_revision(&view, &patched)?;
+            let pinned = pinned_revision(view, &patched)?;
             if let Some(rv) = pinned
                 && rv != current.mod_revision
             {
@@ -850,7 +847,7 @@ impl Api {
         &self,
         def: &ResourceDef,
         current: &KeyValue,
-        old: Value,
+        mut old: Value,
         mut new: Value,
         opts: &WriteOptions,
         sub: Option<&str>,
@@ -869,7 +866,7 @@ impl Api {
             ));
         }
         {
-            let old_meta = old["metadata"].clone();
+            let old_meta = &old["metadata"];
             let meta = objects::metadata_mut(&mut new)
                 .ok_or_else(|| ApiError::bad_request("object is not a JSON object"))?;
             for f in [
@@ -944,11 +941,13 @@ impl Api {
             });
         }
         if !opts.managed_precomputed {
-            let mut old_cmp = old.clone();
-            if let Some(meta) = objects::metadata_mut(&mut old_cmp) {
-                meta.remove("resourceVersion");
+            // Compared without its resourceVersion (`new` has none): taken out and put back
+            // rather than compared on a copy.
+            let version = objects::metadata_mut(&mut old).and_then(|meta| meta.remove("resourceVersion"));
+            new = track_fields(def, Some(&mut old), new, opts, sub);
+            if let (Some(version), Some(meta)) = (version, objects::metadata_mut(&mut old)) {
+                meta.insert("resourceVersion".into(), version);
             }
-            new = track_fields(def, Some(&old_cmp), new, opts, sub);
             if !finished && same_but_managed_times(&old, &new) {
                 return Ok(Written {
                     object: old,
@@ -1625,6 +1624,13 @@ fn merge_subresource(def: &ResourceDef, old: &Value, mut body: Value, sub: Subre
             body
         }
         Subresource::Status | Subresource::Scale => {
+            // The patched or sent object usually differs from the stored one in its status
+            // only: then it is the result as it is, without a copy of the stored object.
+            if let (Some(old_map), Some(body_map)) = (old.as_object(), body.as_object())
+                && same_but(old_map, body_map, &["status"])
+            {
+                return body;
+            }
             let mut new = old.clone();
             match body.as_object_mut().and_then(|m| m.remove("status")) {
                 Some(status) => new["status"] = status,
@@ -1819,7 +1825,7 @@ fn with_shape<R>(def: &ResourceDef, f: impl FnOnce(&flotilla_patch::Shape) -> R)
 /// Updates `metadata.managedFields` for a non-apply write by `opts.manager()`.
 fn track_fields(
     def: &ResourceDef,
-    old: Option<&Value>,
+    old: Option<&mut Value>,
     new: Value,
     opts: &WriteOptions,
     sub: Option<&str>,
@@ -1837,19 +1843,13 @@ fn track_fields(
         subresource: sub,
         now: &now,
     };
+    let filter = if def.is_custom() && !def.status {
+        flotilla_patch::managed::Filter::All
+    } else {
+        flotilla_patch::managed::Filter::for_subresource(sub)
+    };
     with_shape(def, |shape| {
-        let result = if def.is_custom() && !def.status {
-            flotilla_patch::managed::track_update_with_filter(
-                old,
-                &new,
-                shape,
-                &update,
-                &flotilla_patch::managed::Filter::All,
-            )
-        } else {
-            flotilla_patch::managed::track_update(old, &new, shape, &update)
-        };
-        result.unwrap_or(new)
+        flotilla_patch::managed::track_update_in_place(old, new, shape, &update, &filter)
     })
 }
 
