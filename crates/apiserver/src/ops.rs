@@ -785,12 +785,8 @@ impl Api {
                 meta.entry("namespace").or_insert_with(|| json!(ns));
             }
         }
+        let filter = field_filter(def, sub.name());
         let applied = with_shape(def, |shape| {
-            let filter = if def.is_custom() && !def.status {
-                flotilla_patch::managed::Filter::All
-            } else {
-                flotilla_patch::managed::Filter::for_subresource(sub.name())
-            };
             flotilla_patch::managed::apply_with_filter(old.as_ref(), &config, shape, &apply_opts, &filter)
         })
         .map_err(|e| apply_error(def, name, e))?;
@@ -1843,14 +1839,20 @@ fn track_fields(
         subresource: sub,
         now: &now,
     };
-    let filter = if def.is_custom() && !def.status {
-        flotilla_patch::managed::Filter::All
-    } else {
-        flotilla_patch::managed::Filter::for_subresource(sub)
-    };
+    let filter = field_filter(def, sub);
     with_shape(def, |shape| {
         flotilla_patch::managed::track_update_in_place(old, new, shape, &update, &filter)
     })
+}
+
+/// The fields a write through subresource `sub` may own: all of them for a custom resource
+/// without a status subresource, else those of that subresource.
+fn field_filter(def: &ResourceDef, sub: Option<&str>) -> flotilla_patch::managed::Filter {
+    if def.is_custom() && !def.status {
+        flotilla_patch::managed::Filter::All
+    } else {
+        flotilla_patch::managed::Filter::for_subresource(sub)
+    }
 }
 
 /// Whether a write of `new` over `old` would store nothing new: equal but for
