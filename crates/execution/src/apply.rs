@@ -146,16 +146,17 @@ async fn read_work(
 ) -> Result<Option<Work>, ExecutionError> {
     let namespace = member.namespace();
     // This reconcile reports, or waits again: an earlier wait is over.
-    let remembered = member.report_taken(name).filter(|read| {
+    let remembered = member.report_taken(name);
+    if let Some(work) = member.arrivals.take(name) {
+        metrics().work_read(Source::Watch);
+        return Ok(Some(work));
+    }
+    let remembered = remembered.filter(|read| {
         ctx.stores
             .works
             .get(Some(&namespace), name)
             .is_some_and(|cached| cached.worker_signature() == worker_signature_of(read))
     });
-    if let Some(work) = member.arrivals.take(name) {
-        metrics().work_read(Source::Watch);
-        return Ok(Some(work));
-    }
     if let Some(work) = remembered {
         metrics().work_read(Source::Wait);
         return Ok(Some(work));
