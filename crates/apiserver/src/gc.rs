@@ -394,7 +394,7 @@ async fn reconcile(c: &mut Controller, key: &str) -> ApiResult<()> {
 async fn reconcile_namespace(
     c: &mut Controller,
     def: &ResourceDef,
-    kv: &flotilla_store::KeyValue,
+    kv: &Arc<flotilla_store::KeyValue>,
     obj: Value,
     name: &str,
 ) -> ApiResult<()> {
@@ -464,7 +464,7 @@ async fn delete_key(api: &Api, key: &str, value: &[u8], rev: u64) -> ApiResult<(
 async fn remove_finalizer(
     api: &Api,
     def: &ResourceDef,
-    kv: &flotilla_store::KeyValue,
+    kv: &Arc<flotilla_store::KeyValue>,
     obj: Value,
     finalizer: &str,
 ) -> ApiResult<Written> {

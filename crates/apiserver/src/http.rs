@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use flotilla_store::KeyValue;
 use futures::StreamExt;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
@@ -18,7 +19,7 @@ use crate::auth::{Authenticator, ClientCertificate, User};
 use crate::errors::{ApiError, ApiResult};
 use crate::ops::{
     Api, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, MAX_BODY_BYTES, Patch, Propagation,
-    Subresource, WriteOptions,
+    Subresource, WriteOptions, partial_metadata_into,
 };
 use crate::rbac::rules::Attributes;
 use crate::resources::{Flavor, ResourceDef};
@@ -831,11 +832,11 @@ async fn resource_inner(
             list_response(&api, &def, ns.as_deref(), &q, view).await
         }
         (Method::GET, Some(name)) | (Method::HEAD, Some(name)) => {
-            let obj = match sub {
-                Subresource::Scale => api.get_scale(&def, ns.as_deref(), &name)?,
-                _ => api.get(&def, ns.as_deref(), &name)?,
+            let answer = match sub {
+                Subresource::Scale => Answer::Object(api.get_scale(&def, ns.as_deref(), &name)?),
+                _ => Answer::Stored(api.get_kv(&def, ns.as_deref(), &name)?),
             };
-            single_response(&def, obj, view, &q, StatusCode::OK, &[])
+            single_response(&api, &def, answer, view, &q, StatusCode::OK, &[])
         }
         (Method::POST, Some(name)) if target.sub.as_deref() == Some("token") => {
             let (parts, body) = read_body(req).await?;
@@ -853,8 +854,9 @@ async fn resource_inner(
             let obj = decode_object(&body, &content_type(&parts))?;
             let written = api.create(&def, ns.as_deref(), obj, &opts).await?;
             single_response(
+                &api,
                 &def,
-                written.object,
+                Answer::written(written.object, written.stored),
                 view,
                 &q,
                 StatusCode::CREATED,
@@ -867,7 +869,15 @@ async fn resource_inner(
             let obj = decode_object(&body, &content_type(&parts))?;
             if target.sub.as_deref() == Some("finalize") {
                 let written = crate::gc::finalize_namespace(&api, &def, &name, obj, &opts).await?;
-                return single_response(&def, written.object, view, &q, StatusCode::OK, &written.warnings);
+                return single_response(
+                    &api,
+                    &def,
+                    Answer::written(written.object, written.stored),
+                    view,
+                    &q,
+                    StatusCode::OK,
+                    &written.warnings,
+                );
             }
             let written = api.update(&def, ns.as_deref(), &name, obj, sub, &opts).await?;
             let code = if written.created {
@@ -875,7 +885,15 @@ async fn resource_inner(
             } else {
                 StatusCode::OK
             };
-            single_response(&def, written.object, view, &q, code, &written.warnings)
+            single_response(
+                &api,
+                &def,
+                Answer::written(written.object, written.stored),
+                view,
+                &q,
+                code,
+                &written.warnings,
+            )
         }
         (Method::PATCH, Some(name)) => {
             let opts = write_options(&q, &user_agent, &user)?;
@@ -899,7 +917,15 @@ async fn resource_inner(
             } else {
                 StatusCode::OK
             };
-            single_response(&def, written.object, view, &q, code, &written.warnings)
+            single_response(
+                &api,
+                &def,
+                Answer::written(written.object, written.stored),
+                view,
+                &q,
+                code,
+                &written.warnings,
+            )
         }
         (Method::DELETE, Some(name)) => {
             if target.sub.is_some() {
@@ -908,12 +934,26 @@ async fn resource_inner(
             let (_, body) = read_body(req).await?;
             let opts = delete_options(&q, &body)?;
             match api.delete(&def, ns.as_deref(), &name, &opts).await? {
-                DeleteOutcome::Pending(obj) => {
-                    single_response(&def, obj, View::Object, &q, StatusCode::OK, &[])
-                }
+                DeleteOutcome::Pending(obj) => single_response(
+                    &api,
+                    &def,
+                    Answer::Object(obj),
+                    View::Object,
+                    &q,
+                    StatusCode::OK,
+                    &[],
+                ),
                 DeleteOutcome::Deleted(obj) => {
                     if def.is_custom() {
-                        single_response(&def, obj, View::Object, &q, StatusCode::OK, &[])
+                        single_response(
+                            &api,
+                            &def,
+                            Answer::Object(obj),
+                            View::Object,
+                            &q,
+                            StatusCode::OK,
+                            &[],
+                        )
                     } else {
                         let mut details =
                             json!({"name": name, "kind": def.plural, "uid": obj["metadata"]["uid"]});
@@ -983,22 +1023,56 @@ fn decode_patch(content_type: &str, body: &[u8]) -> ApiResult<Patch> {
     }
 }
 
-fn partial_metadata(obj: &Value) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+/// What a single-object answer is made from.
+enum Answer {
+    /// An object built by this request.
+    Object(Value),
+    /// An object as stored: its bytes are served with the resourceVersion spliced in, and
+    /// decoded only for a table.
+    Stored(Arc<KeyValue>),
+}
+
+impl Answer {
+    /// A write's answer: from the bytes it stored when `object` is what they hold.
+    fn written(object: Value, stored: Option<Arc<KeyValue>>) -> Self {
+        match stored {
+            Some(kv) => Answer::Stored(kv),
+            None => Answer::Object(object),
+        }
+    }
 }
 
 fn single_response(
+    api: &Api,
     def: &ResourceDef,
-    obj: Value,
+    answer: Answer,
     view: View,
     q: &Query,
     code: StatusCode,
     warnings: &[String],
 ) -> ApiResult<Response<Body>> {
-    let resp = match view {
-        View::Object => json_response(code, &obj),
-        View::PartialMetadata => json_response(code, &partial_metadata(&obj)),
-        View::Table => {
+    let resp = match (view, answer) {
+        (View::Object, Answer::Object(obj)) => json_response(code, &obj),
+        (View::Object, Answer::Stored(kv)) => {
+            let mut out = Vec::with_capacity(kv.value.len() + 32);
+            api.render_into(def, &kv.value, kv.mod_revision, &mut out);
+            bytes_response(code, out, "application/json")
+        }
+        (View::PartialMetadata, Answer::Object(obj)) => {
+            let mut out = Vec::new();
+            partial_metadata_into(&obj, &mut out);
+            bytes_response(code, out, "application/json")
+        }
+        (View::PartialMetadata, Answer::Stored(kv)) => {
+            let mut out = Vec::with_capacity(kv.value.len() + 96);
+            api.render_partial_into(def, &kv.value, kv.mod_revision, &mut out);
+            bytes_response(code, out, "application/json")
+        }
+        (View::Table, answer) => {
+            let obj = match answer {
+                Answer::Object(obj) => obj,
+                Answer::Stored(kv) => api.to_value(def, &kv.value, kv.mod_revision),
+            };
             let include = IncludeObject::parse(q.get("includeObject").map(String::as_str))
                 .map_err(ApiError::bad_request)?;
             let rv = obj["metadata"]["resourceVersion"]
@@ -1025,15 +1099,20 @@ async fn list_response(
     let opts = list_options(def, q)?;
     let page = api.list(def, ns, &opts).await?;
     let rv = page.revision.to_string();
+    let (list_kind, api_version) = match view {
+        View::PartialMetadata => (
+            "PartialObjectMetadataList".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+        ),
+        _ => (def.list_kind(), def.api_version()),
+    };
     match view {
-        View::Object => {
+        View::Object | View::PartialMetadata => {
             let mut out =
                 Vec::with_capacity(page.items.iter().map(|kv| kv.value.len() + 40).sum::<usize>() + 256);
             out.extend_from_slice(
                 format!(
-                    "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"",
-                    def.list_kind(),
-                    def.api_version()
+                    "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{rv}\""
                 )
                 .as_bytes(),
             );
@@ -1048,25 +1127,14 @@ async fn list_response(
                 if i > 0 {
                     out.push(b',');
                 }
-                api.render_into(def, &kv.value, kv.mod_revision, &mut out);
+                if view == View::PartialMetadata {
+                    api.render_partial_into(def, &kv.value, kv.mod_revision, &mut out);
+                } else {
+                    api.render_into(def, &kv.value, kv.mod_revision, &mut out);
+                }
             }
             out.extend_from_slice(b"]}");
             Ok(bytes_response(StatusCode::OK, out, "application/json"))
-        }
-        View::PartialMetadata => {
-            let items: Vec<Value> = page
-                .items
-                .iter()
-                .map(|kv| partial_metadata(&api.to_value(def, &kv.value, kv.mod_revision)))
-                .collect();
-            let mut meta = json!({"resourceVersion": rv});
-            if let Some(c) = &page.continue_token {
-                meta["continue"] = json!(c);
-            }
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items}),
-            ))
         }
         View::Table => {
             let include = IncludeObject::parse(q.get("includeObject").map(String::as_str))

@@ -48,24 +48,62 @@ pub fn encode_for_storage(obj: &Value) -> Vec<u8> {
     out
 }
 
+/// How every object written by [`encode_for_storage`] begins.
+const STORED_HEAD: &[u8] = b"{\"metadata\":{";
+
 /// Serves stored bytes with `resourceVersion` set to `rv` (spliced in without parsing).
 pub fn render(stored: &[u8], rv: u64, out: &mut Vec<u8>) {
-    const HEAD: &[u8] = b"{\"metadata\":{";
-    if stored.starts_with(HEAD) {
-        out.extend_from_slice(HEAD);
-        out.extend_from_slice(b"\"resourceVersion\":\"");
-        out.extend_from_slice(rv.to_string().as_bytes());
-        out.push(b'"');
-        if stored.get(HEAD.len()) != Some(&b'}') {
-            out.push(b',');
-        }
-        out.extend_from_slice(&stored[HEAD.len()..]);
+    if let Some(rest) = stored.strip_prefix(STORED_HEAD) {
+        out.extend_from_slice(STORED_HEAD);
+        splice_version(rest, rv, out);
     } else {
         // Not written by encode_for_storage: fall back to a parse.
-        let mut value: Value = serde_json::from_slice(stored).unwrap_or_else(|_| json!({}));
-        set_resource_version(&mut value, rv);
+        let value = decode_stored(stored, rv);
         let _ = serde_json::to_writer(out, &value);
     }
+}
+
+/// Serves stored bytes as a `PartialObjectMetadata` (what kube-apiserver answers to
+/// `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`): the object's
+/// metadata with `resourceVersion` set to `rv`. The metadata's bytes are found by scanning
+/// them, not by building values; the rest of the object is not read.
+pub fn render_partial(stored: &[u8], rv: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#);
+    match stored_metadata(stored) {
+        Some(meta) => {
+            out.push(b'{');
+            splice_version(&meta[1..], rv, out);
+        }
+        None => {
+            let value = decode_stored(stored, rv);
+            let _ = serde_json::to_writer(&mut *out, &value["metadata"]);
+        }
+    }
+    out.push(b'}');
+}
+
+/// Writes `"resourceVersion":"<rv>"` and then `rest`, the bytes of a JSON object after its
+/// opening brace, with a comma between them unless the object is empty.
+fn splice_version(rest: &[u8], rv: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    out.extend_from_slice(rv.to_string().as_bytes());
+    out.push(b'"');
+    if rest.first() != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(rest);
+}
+
+/// The bytes of the `metadata` object (`{...}`) of bytes written by [`encode_for_storage`]:
+/// the value is skipped over (validated, nothing allocated) to find where it ends. `None` for
+/// bytes in another form or not valid JSON there.
+fn stored_metadata(stored: &[u8]) -> Option<&[u8]> {
+    stored.strip_prefix(STORED_HEAD)?;
+    let start = STORED_HEAD.len() - 1;
+    let mut values =
+        serde_json::Deserializer::from_slice(&stored[start..]).into_iter::<serde::de::IgnoredAny>();
+    values.next()?.ok()?;
+    Some(&stored[start..start + values.byte_offset()])
 }
 
 /// Decodes stored bytes and sets the resourceVersion.
@@ -198,8 +236,8 @@ pub struct MetaFields {
 /// written by [`encode_for_storage`] are parsed whole. `None` when the metadata does not
 /// decode as `T`.
 pub fn decode_stored_metadata<T: serde::de::DeserializeOwned>(stored: &[u8]) -> Option<T> {
-    const HEAD: &[u8] = b"{\"metadata\":";
-    if let Some(rest) = stored.strip_prefix(HEAD) {
+    if stored.starts_with(STORED_HEAD) {
+        let rest = &stored[STORED_HEAD.len() - 1..];
         // One value is read; what follows it is left unread (no `end()` check).
         let mut de = serde_json::Deserializer::from_slice(rest);
         return T::deserialize(&mut de).ok();
@@ -306,6 +344,46 @@ mod tests {
         render(br#"{"kind":"Y","metadata":{"name":"n"}}"#, 4, &mut out);
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "4");
+    }
+
+    #[test]
+    fn partial_metadata_is_the_stored_metadata_with_the_resource_version() {
+        let partial = |meta: &Value| json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta});
+        for meta in [
+            json!({}),
+            json!({"resourceVersion": "5"}),
+            json!({"name": "a", "labels": {"k": "v"}, "resourceVersion": "5"}),
+            // Strings holding what ends an object, escapes and non-ASCII text.
+            json!({"name": "b", "annotations": {"x}": "{\"}\\", "y": "}\n\u{1}é€𝄞", "z]": "]["}}),
+            json!({"name": "c", "managedFields": [{"manager": "m", "fieldsV1": {"f:data": {"f:k": {}}}}],
+                "ownerReferences": [{"uid": "u", "controller": true}], "generation": 3}),
+        ] {
+            let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                "data": {"k": "}{", "metadata": "not this"}});
+            let stored = encode_for_storage(&obj);
+            let mut out = Vec::new();
+            render_partial(&stored, 42, &mut out);
+            let served: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(served, partial(&decode_stored(&stored, 42)["metadata"]), "{meta}");
+            // The rest of the object is not read.
+            let mut cut = stored.clone();
+            cut.truncate(stored.len() - 3);
+            let mut out_cut = Vec::new();
+            render_partial(&cut, 42, &mut out_cut);
+            assert_eq!(out_cut, out);
+        }
+        // Bytes not written by encode_for_storage are parsed: metadata not first, or absent.
+        for (foreign, meta) in [
+            (
+                &br#"{"kind":"Y","metadata":{"name":"n"}}"#[..],
+                json!({"name": "n", "resourceVersion": "4"}),
+            ),
+            (&br#"{"kind":"Y"}"#[..], json!({"resourceVersion": "4"})),
+        ] {
+            let mut out = Vec::new();
+            render_partial(foreign, 4, &mut out);
+            assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), partial(&meta));
+        }
     }
 
     #[test]

@@ -79,6 +79,10 @@ pub struct Written {
     pub warnings: Vec<String>,
     /// Whether the write created the object.
     pub created: bool,
+    /// The stored bytes `object` was built from, when it is what is stored (not after a dry
+    /// run, a deletion or a scale view): answers are rendered from them instead of
+    /// serializing `object` again.
+    pub stored: Option<Arc<KeyValue>>,
 }
 
 /// Which part of an object a write addresses.
@@ -283,6 +287,44 @@ impl Api {
         }
     }
 
+    /// Serializes a stored object as a `PartialObjectMetadata` served by `def` (the
+    /// metadata's bytes with the resourceVersion spliced in).
+    pub fn render_partial_into(&self, def: &ResourceDef, value: &[u8], rv: u64, out: &mut Vec<u8>) {
+        match &def.flavor {
+            // The served form differs from the stored one: convert, then take its metadata.
+            Flavor::Builtin(BuiltinKind::EventV1) => {
+                let obj = self.to_value(def, value, rv);
+                partial_metadata_into(&obj, out);
+            }
+            _ => objects::render_partial(value, rv, out),
+        }
+    }
+
+    /// Whether a stored object is selected by `labels` and `fields`. Selectors on metadata
+    /// alone (labels, `metadata.name`, `metadata.namespace`) read the metadata's name,
+    /// namespace and labels and skip the rest; other field selectors decode the object.
+    pub fn selects(
+        &self,
+        def: &ResourceDef,
+        kv: &KeyValue,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> bool {
+        if labels.is_empty() && fields.is_empty() {
+            return true;
+        }
+        if only_meta_fields(fields) {
+            let meta: objects::MetaFields = objects::decode_stored_metadata(&kv.value).unwrap_or_default();
+            if !labels.matches(&meta.labels.unwrap_or_default()) {
+                return false;
+            }
+            return fields.is_empty()
+                || fields.matches(&json!({"metadata": {"name": meta.name, "namespace": meta.namespace}}));
+        }
+        let obj = self.to_value(def, &kv.value, kv.mod_revision);
+        labels.matches(&objects::labels(&obj)) && fields.matches(&obj)
+    }
+
     /// A stored object as a served `Value`.
     pub fn to_value(&self, def: &ResourceDef, value: &[u8], rv: u64) -> Value {
         let mut obj = decode_stored(value, rv);
@@ -300,7 +342,8 @@ impl Api {
         Ok(self.to_value(def, &kv.value, kv.mod_revision))
     }
 
-    fn get_kv(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Arc<KeyValue>> {
+    /// The stored key-value of one object.
+    pub fn get_kv(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Arc<KeyValue>> {
         self.store
             .get(&def.key(ns, name))
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
@@ -317,23 +360,7 @@ impl Api {
             }
             None => (self.snapshot_for_list(opts).await?, None),
         };
-        let matches = |kv: &KeyValue| -> bool {
-            if opts.labels.is_empty() && opts.fields.is_empty() {
-                return true;
-            }
-            if opts.fields.is_empty() || only_meta_fields(&opts.fields) {
-                let meta: objects::MetaOnly = serde_json::from_slice(&kv.value).unwrap_or_default();
-                let labels = meta.metadata.labels.unwrap_or_default();
-                if !opts.labels.matches(&labels) {
-                    return false;
-                }
-                let view =
-                    json!({"metadata": {"name": meta.metadata.name, "namespace": meta.metadata.namespace}});
-                return opts.fields.matches(&view);
-            }
-            let obj = self.to_value(def, &kv.value, kv.mod_revision);
-            opts.labels.matches(&objects::labels(&obj)) && opts.fields.matches(&obj)
-        };
+        let matches = |kv: &KeyValue| self.selects(def, kv, &opts.labels, &opts.fields);
         let mut items = Vec::new();
         let mut last_key = None;
         let mut more = false;
@@ -563,6 +590,7 @@ impl Api {
                 object: self.served(def, obj),
                 warnings,
                 created: true,
+                stored: None,
             });
         }
         let bytes = encode_for_storage(&obj);
@@ -574,7 +602,7 @@ impl Api {
             .txn(Txn::new().when(&key, Compare::Absent).put(&key, bytes))
             .await?
         {
-            TxnOutcome::Committed { revision, .. } => {
+            TxnOutcome::Committed { revision, results } => {
                 self.after_write(def);
                 // The stored bytes are this object: answer from it instead of re-parsing them.
                 let mut object = self.served(def, obj);
@@ -583,6 +611,7 @@ impl Api {
                     object,
                     warnings,
                     created: true,
+                    stored: results.into_iter().flatten().next(),
                 })
             }
             TxnOutcome::ConditionFailed { .. } => {
@@ -669,7 +698,7 @@ impl Api {
             let current = self.store.get(&key);
             if let Patch::Apply(config) = patch {
                 let result = self
-                    .server_side_apply(def, ns, name, config, current.as_deref(), sub, opts)
+                    .server_side_apply(def, ns, name, config, current.as_ref(), sub, opts)
                     .await;
                 match result {
                     Err(e)
@@ -730,6 +759,7 @@ impl Api {
                     return other.and_then(|mut w| {
                         if scale {
                             w.object = scale_view(def, &w.object)?;
+                            w.stored = None;
                         }
                         Ok(w)
                     });
@@ -752,7 +782,7 @@ impl Api {
         ns: Option<&str>,
         name: &str,
         config: &Value,
-        current: Option<&KeyValue>,
+        current: Option<&Arc<KeyValue>>,
         sub: Subresource,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
@@ -829,6 +859,7 @@ impl Api {
             .commit_update(def, &current, old, new, opts, Some("scale"))
             .await?;
         written.object = scale_view(def, &written.object)?;
+        written.stored = None;
         Ok(written)
     }
 
@@ -842,7 +873,7 @@ impl Api {
     pub async fn commit_update(
         &self,
         def: &ResourceDef,
-        current: &KeyValue,
+        current: &Arc<KeyValue>,
         mut old: Value,
         mut new: Value,
         opts: &WriteOptions,
@@ -934,6 +965,7 @@ impl Api {
                 object: old,
                 warnings,
                 created: false,
+                stored: Some(current.clone()),
             });
         }
         if !opts.managed_precomputed {
@@ -949,6 +981,7 @@ impl Api {
                     object: old,
                     warnings,
                     created: false,
+                    stored: Some(current.clone()),
                 });
             }
         }
@@ -957,6 +990,7 @@ impl Api {
                 object: self.served(def, new),
                 warnings,
                 created: false,
+                stored: None,
             });
         }
         let txn = Txn::new().when(&key, Compare::ModRevision(current.mod_revision));
@@ -968,20 +1002,18 @@ impl Api {
         match self.store.txn(txn).await? {
             TxnOutcome::Committed { revision, results } => {
                 self.after_write(def);
-                let object = if finished {
-                    let mut obj = self.served(def, new);
-                    objects::set_resource_version(&mut obj, revision);
-                    obj
-                } else {
-                    let _ = results;
-                    let mut obj = self.served(def, new);
-                    objects::set_resource_version(&mut obj, revision);
-                    obj
-                };
+                let mut object = self.served(def, new);
+                objects::set_resource_version(&mut object, revision);
                 Ok(Written {
                     object,
                     warnings,
                     created: false,
+                    // A finished deletion's result is the removed key-value, not `object`.
+                    stored: if finished {
+                        None
+                    } else {
+                        results.into_iter().flatten().next()
+                    },
                 })
             }
             TxnOutcome::ConditionFailed { .. } => Err(ApiError::stale(&def.group, &def.plural, &name)),
@@ -1334,6 +1366,13 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
         return Err(bad("invalid start key"));
     }
     Ok((rev, start.to_owned()))
+}
+
+/// Writes an object's metadata as a `PartialObjectMetadata`.
+pub fn partial_metadata_into(obj: &Value, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#);
+    let _ = serde_json::to_writer(&mut *out, &obj["metadata"]);
+    out.push(b'}');
 }
 
 fn only_meta_fields(fields: &FieldSelector) -> bool {

@@ -9,12 +9,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use flotilla_store::{EventKind, KeyValue, WatchError};
 use http::Response;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::errors::{ApiError, ApiResult};
 use crate::http::{Body, stream_response};
-use crate::objects;
 use crate::ops::{Api, parse_rv};
 use crate::resources::ResourceDef;
 use crate::selectors::{FieldSelector, LabelSelector, supported_fields};
@@ -29,12 +28,9 @@ struct Filter {
 }
 
 impl Filter {
-    fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
-    }
-
-    fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches(&objects::labels(obj)) && self.fields.matches(obj)
+    /// Whether a stored object is selected (selectors on metadata read only its metadata).
+    fn matches(&self, api: &Api, def: &ResourceDef, kv: &KeyValue) -> bool {
+        api.selects(def, kv, &self.labels, &self.fields)
     }
 }
 
@@ -54,25 +50,16 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn event(&mut self, ty: &str, kv: &KeyValue, rv: u64, value: Option<&Value>) -> Bytes {
+    /// One event: the stored object `kv` served at resourceVersion `rv`, rendered from its
+    /// stored bytes (decoded only for a table).
+    fn event(&mut self, ty: &str, kv: &KeyValue, rv: u64) -> Bytes {
         let mut out = Vec::with_capacity(kv.value.len() + 64);
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(ty.as_bytes());
         out.extend_from_slice(b"\",\"object\":");
         match &mut self.mode {
-            Mode::Object => match value {
-                Some(v) if v["metadata"]["resourceVersion"] == json!(rv.to_string()) => {
-                    let _ = serde_json::to_writer(&mut out, v);
-                }
-                _ => self.api.render_into(&self.def, &kv.value, rv, &mut out),
-            },
-            Mode::Partial => {
-                let obj = self.api.to_value(&self.def, &kv.value, rv);
-                let _ = serde_json::to_writer(
-                    &mut out,
-                    &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}),
-                );
-            }
+            Mode::Object => self.api.render_into(&self.def, &kv.value, rv, &mut out),
+            Mode::Partial => self.api.render_partial_into(&self.def, &kv.value, rv, &mut out),
             Mode::Table {
                 include,
                 headers_sent,
@@ -237,12 +224,11 @@ pub async fn serve(
         };
         if let Some(snap) = snapshot {
             for kv in snap.range(&prefix, None) {
-                let obj = (!filter.is_empty()).then(|| api.to_value(&def, &kv.value, kv.mod_revision));
-                if obj.as_ref().is_some_and(|o| !filter.matches(o)) {
+                if !filter.matches(&api, &def, kv) {
                     continue;
                 }
                 if tx
-                    .send(encoder.event("ADDED", kv, kv.mod_revision, obj.as_ref()))
+                    .send(encoder.event("ADDED", kv, kv.mod_revision))
                     .await
                     .is_err()
                 {
@@ -292,11 +278,10 @@ pub async fn serve(
                 Ok(Err(WatchError::Closed)) => return,
                 Ok(Ok(batch)) => {
                     for event in batch.events {
-                        let frames = translate(&api, &def, &filter, &mut encoder, &event);
-                        for frame in frames {
-                            if tx.send(frame).await.is_err() {
-                                return;
-                            }
+                        if let Some(frame) = translate(&api, &def, &filter, &mut encoder, &event)
+                            && tx.send(frame).await.is_err()
+                        {
+                            return;
                         }
                     }
                     position = batch.revision;
@@ -307,49 +292,34 @@ pub async fn serve(
     Ok(stream_response(rx))
 }
 
+/// The frame a store event becomes on this watch, if any.
 fn translate(
     api: &Api,
     def: &ResourceDef,
     filter: &Filter,
     encoder: &mut Encoder,
     event: &flotilla_store::Event,
-) -> Vec<Bytes> {
+) -> Option<Bytes> {
     let rev = event.revision;
     match event.kind {
         EventKind::Put => {
-            let Some(new) = &event.value else {
-                return Vec::new();
-            };
-            if filter.is_empty() {
-                let ty = if event.prev.is_some() { "MODIFIED" } else { "ADDED" };
-                return vec![encoder.event(ty, new, rev, None)];
-            }
-            let new_obj = api.to_value(def, &new.value, rev);
-            let new_match = filter.matches(&new_obj);
-            let old_match = event
-                .prev
-                .as_ref()
-                .is_some_and(|p| filter.matches(&api.to_value(def, &p.value, p.mod_revision)));
-            match (old_match, new_match) {
-                (true, true) => vec![encoder.event("MODIFIED", new, rev, Some(&new_obj))],
-                (false, true) => vec![encoder.event("ADDED", new, rev, Some(&new_obj))],
+            let new = event.value.as_ref()?;
+            let new_match = filter.matches(api, def, new);
+            let old_match = event.prev.as_ref().is_some_and(|p| filter.matches(api, def, p));
+            let ty = match (old_match, new_match) {
+                (true, true) => "MODIFIED",
+                (false, true) => "ADDED",
                 // Left the selection: kube-apiserver reports the new state as DELETED.
-                (true, false) => vec![encoder.event("DELETED", new, rev, Some(&new_obj))],
-                (false, false) => Vec::new(),
-            }
+                (true, false) => "DELETED",
+                (false, false) => return None,
+            };
+            Some(encoder.event(ty, new, rev))
         }
         EventKind::Delete => {
-            let Some(prev) = &event.prev else {
-                return Vec::new();
-            };
-            if !filter.is_empty() {
-                let obj = api.to_value(def, &prev.value, rev);
-                if !filter.matches(&obj) {
-                    return Vec::new();
-                }
-                return vec![encoder.event("DELETED", prev, rev, Some(&obj))];
-            }
-            vec![encoder.event("DELETED", prev, rev, None)]
+            let prev = event.prev.as_ref()?;
+            filter
+                .matches(api, def, prev)
+                .then(|| encoder.event("DELETED", prev, rev))
         }
     }
 }

@@ -907,6 +907,233 @@ async fn metadata_only_list_and_watch() {
     }
 }
 
+const FULL: &str = "application/json";
+const META: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+const META_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
+/// One raw request with an `Accept` header and an optional merge patch or JSON body.
+async fn raw(
+    client: &kube::Client,
+    method: http::Method,
+    path: &str,
+    accept: &str,
+    body: Option<(&str, Value)>,
+) -> Value {
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("Accept", accept);
+    let bytes = match body {
+        Some((content_type, body)) => {
+            req = req.header("Content-Type", content_type);
+            serde_json::to_vec(&body).unwrap()
+        }
+        None => Vec::new(),
+    };
+    client.request(req.body(bytes).unwrap()).await.unwrap()
+}
+
+fn partial_of(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
+/// Answers are rendered from the stored bytes with the resourceVersion spliced in, not
+/// serialized again from a decoded object. Whatever the request (a GET, a list, a watch event,
+/// a create, update, patch, status write or write that changes nothing), the answer, whole or
+/// as PartialObjectMetadata, is exactly the object a GET then returns; a dry run answers with
+/// the object it did not store. Metadata strings hold braces, quotes and escapes, and
+/// events.k8s.io Events (served converted from their stored core form) answer the same way.
+#[tokio::test]
+async fn answers_from_stored_bytes_are_the_objects_as_stored() {
+    use http::Method;
+
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "stored").await;
+    let base = format!("/api/v1/namespaces/{ns}/configmaps");
+    let one = format!("{base}/tricky");
+    let merge = "application/merge-patch+json";
+    let tricky = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "tricky", "labels": {"app": "x"},
+            "annotations": {"note": "a } { \" \\ \n é 𝄞", "metadata": "{\"resourceVersion\":\"1\"}"}},
+        "data": {"k": "}{"}});
+
+    // A create's answer, whole and as metadata, is what GET returns.
+    let created = raw(
+        &client,
+        Method::POST,
+        &base,
+        FULL,
+        Some(("application/json", tricky)),
+    )
+    .await;
+    let got = raw(&client, Method::GET, &one, FULL, None).await;
+    assert_eq!(created, got);
+    assert_eq!(got["metadata"]["annotations"]["note"], "a } { \" \\ \n é 𝄞");
+    assert_eq!(
+        raw(&client, Method::GET, &one, META, None).await,
+        partial_of(&got)
+    );
+
+    // A patch, a write that changes nothing, an update and a status write (ConfigMaps have
+    // none: the whole object is written), each asked whole and as metadata.
+    let steps: Vec<(Method, String, &str, Value)> = vec![
+        (
+            Method::PATCH,
+            one.clone(),
+            merge,
+            json!({"metadata": {"labels": {"step": "1"}}}),
+        ),
+        (
+            Method::PATCH,
+            one.clone(),
+            merge,
+            json!({"metadata": {"labels": {"step": "1"}}}),
+        ),
+        (Method::PATCH, one.clone(), merge, json!({"data": {"k": "\"2\""}})),
+    ];
+    for accept in [FULL, META] {
+        for (method, path, content_type, body) in &steps {
+            let answer = raw(
+                &client,
+                method.clone(),
+                path,
+                accept,
+                Some((content_type, body.clone())),
+            )
+            .await;
+            let got = raw(&client, Method::GET, &one, FULL, None).await;
+            let expected = if accept == FULL {
+                got.clone()
+            } else {
+                partial_of(&got)
+            };
+            assert_eq!(answer, expected, "{method} {body} as {accept}");
+        }
+        let mut current = raw(&client, Method::GET, &one, FULL, None).await;
+        current["data"]["k"] = json!(format!("put as {accept}"));
+        let answer = raw(
+            &client,
+            Method::PUT,
+            &one,
+            accept,
+            Some(("application/json", current)),
+        )
+        .await;
+        let got = raw(&client, Method::GET, &one, FULL, None).await;
+        assert_eq!(got["data"]["k"], json!(format!("put as {accept}")));
+        assert_eq!(answer, if accept == FULL { got } else { partial_of(&got) });
+    }
+    // A dry run answers with the object it would have written, which is not stored.
+    let before = raw(&client, Method::GET, &one, FULL, None).await;
+    let dry = raw(
+        &client,
+        Method::PATCH,
+        &format!("{one}?dryRun=All"),
+        META,
+        Some((merge, json!({"metadata": {"labels": {"dry": "run"}}}))),
+    )
+    .await;
+    assert_eq!(dry["metadata"]["labels"]["dry"], "run");
+    assert_eq!(raw(&client, Method::GET, &one, FULL, None).await, before);
+
+    // Lists: every item whole or as metadata, with the list's continue and remaining count.
+    raw(
+        &client,
+        Method::POST,
+        &base,
+        FULL,
+        Some(("application/json", json!({"metadata": {"name": "zz"}}))),
+    )
+    .await;
+    let whole = raw(&client, Method::GET, &base, FULL, None).await;
+    let metas = raw(&client, Method::GET, &base, META_LIST, None).await;
+    assert_eq!(metas["kind"], "PartialObjectMetadataList");
+    let items = whole["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        metas["items"],
+        json!(items.iter().map(partial_of).collect::<Vec<_>>())
+    );
+    let page = raw(&client, Method::GET, &format!("{base}?limit=1"), META_LIST, None).await;
+    assert_eq!(page["items"], json!([partial_of(&items[0])]));
+    assert_eq!(page["metadata"]["remainingItemCount"], 1, "{page}");
+    assert!(page["metadata"]["continue"].is_string(), "{page}");
+
+    // Watches with a label selector, whole and as metadata: the same events, the same objects.
+    let rv = whole["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    let mut streams = Vec::new();
+    for accept in [FULL, META] {
+        let req = http::Request::get(format!(
+            "{base}?watch=true&labelSelector=app%3Dx&resourceVersion={rv}&timeoutSeconds=3"
+        ))
+        .header("Accept", accept)
+        .body(Vec::new())
+        .unwrap();
+        streams.push(client.request_events::<Value>(req).await.unwrap().boxed());
+    }
+    for labels in [json!({"app": "y"}), json!({"app": "x"}), json!({"other": "1"})] {
+        raw(
+            &client,
+            Method::PATCH,
+            &one,
+            META,
+            Some((merge, json!({"metadata": {"labels": labels}}))),
+        )
+        .await;
+    }
+    raw(&client, Method::DELETE, &one, FULL, None).await;
+    let mut seen = Vec::new();
+    for stream in streams {
+        let events: Vec<WatchEvent<Value>> = stream.try_collect().await.unwrap();
+        seen.push(
+            events
+                .into_iter()
+                .filter_map(|e| match e {
+                    WatchEvent::Added(o) => Some(("ADDED", o)),
+                    WatchEvent::Modified(o) => Some(("MODIFIED", o)),
+                    WatchEvent::Deleted(o) => Some(("DELETED", o)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    let types: Vec<&str> = seen[0].iter().map(|(ty, _)| *ty).collect();
+    // Left (app=y), came back (app=x), modified (a new label), deleted.
+    assert_eq!(types, vec!["DELETED", "ADDED", "MODIFIED", "DELETED"]);
+    let as_metadata: Vec<(&str, Value)> = seen[0].iter().map(|(ty, o)| (*ty, partial_of(o))).collect();
+    assert_eq!(seen[1], as_metadata);
+
+    // events.k8s.io Events are stored in their core form and converted when served.
+    let events = format!("/apis/events.k8s.io/v1/namespaces/{ns}/events");
+    raw(
+        &client,
+        Method::POST,
+        &events,
+        FULL,
+        Some((
+            "application/json",
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e1", "labels": {"a": "b"}},
+            "eventTime": "2025-01-01T00:00:00.000000Z",
+            "reportingController": "flotilla.io/test", "reportingInstance": "t-1",
+            "action": "Testing", "reason": "Tested", "type": "Normal", "note": "hello",
+            "regarding": {"kind": "ConfigMap", "name": "x", "namespace": ns}}),
+        )),
+    )
+    .await;
+    let event = raw(&client, Method::GET, &format!("{events}/e1"), FULL, None).await;
+    assert_eq!(event["note"], "hello");
+    assert_eq!(
+        raw(&client, Method::GET, &format!("{events}/e1"), META, None).await,
+        partial_of(&event)
+    );
+    assert_eq!(
+        raw(&client, Method::GET, &events, META_LIST, None).await["items"],
+        json!([partial_of(&event)])
+    );
+}
+
 // ----- Secret stringData --------------------------------------------------------------------
 
 /// A Secret as the server serves it, raw (so a `stringData` it should not hold would show).
