@@ -2,6 +2,8 @@
 //! (apiextensions-apiserver's `objectmeta.Validate`) and the coercion of their `metadata`
 //! through `ObjectMeta` (`objectmeta.Coerce`).
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use crate::error::FieldError;
@@ -19,12 +21,19 @@ fn child(path: &str, k: &str) -> String {
 /// The first type error `objectmeta.Coerce` would raise (apiVersion/kind not strings, metadata
 /// not decodable), without changing anything.
 pub(crate) fn coerce_error(path: &str, x: &Value, s: &Node, is_resource_root: bool) -> Option<FieldError> {
-    let mut copy = x.clone();
-    coerce(path, &mut copy, Some(s), is_resource_root, &mut Vec::new()).err()
+    let mut planner = Planner {
+        path: path.to_owned(),
+        at: Vec::new(),
+        plan: Vec::new(),
+        unknown: Vec::new(),
+    };
+    planner.visit(x, Some(s), is_resource_root).err()
 }
 
 /// `objectmeta.Coerce`: checks apiVersion/kind types in embedded objects and replaces their
-/// `metadata` with its `ObjectMeta` round trip, recording dropped unknown fields.
+/// `metadata` with its `ObjectMeta` round trip, recording dropped unknown fields. On a type
+/// error `x` is left as it was: every replacement is worked out first, reading `x`, and made
+/// only when there was no error (so the caller need not coerce a copy).
 pub(crate) fn coerce(
     path: &str,
     x: &mut Value,
@@ -32,46 +41,132 @@ pub(crate) fn coerce(
     is_resource_root: bool,
     unknown: &mut Vec<String>,
 ) -> Result<(), FieldError> {
-    let Some(s) = s else { return Ok(()) };
-    match x {
-        Value::Object(map) => {
-            if s.embedded_resource || is_resource_root {
-                for k in ["apiVersion", "kind"] {
-                    if let Some(v) = map.get(k) {
-                        if !v.is_string() {
-                            return Err(FieldError::invalid(child(path, k), v.clone(), "must be a string"));
-                        }
-                    }
-                }
-                if let Some(meta) = map.get("metadata") {
-                    match objectmeta::coerce_object_meta(meta, path) {
-                        Ok(c) => {
-                            unknown.extend(c.unknown);
-                            map.insert("metadata".to_string(), c.value);
-                        }
-                        Err(e) => return Err(FieldError::invalid(child(path, "metadata"), meta.clone(), e)),
-                    }
-                }
-            }
-            let mut keys: Vec<String> = map.keys().cloned().collect();
-            keys.sort();
-            for k in keys {
-                let Some(v) = map.get_mut(&k) else { continue };
-                if let Some(prop) = s.properties.get(&k) {
-                    coerce(&child(path, &k), v, Some(prop), false, unknown)?;
-                } else if s.additional_properties.is_some() {
-                    coerce(&format!("{path}[{k}]"), v, s.additional_schema(), false, unknown)?;
-                }
-            }
+    let mut planner = Planner {
+        path: path.to_owned(),
+        at: Vec::new(),
+        plan: Vec::new(),
+        unknown: Vec::new(),
+    };
+    planner.visit(x, s, is_resource_root)?;
+    for (at, metadata) in planner.plan {
+        if let Some(Value::Object(map)) = locate(x, &at) {
+            map.insert("metadata".to_string(), metadata);
         }
-        Value::Array(items) => {
-            for (i, v) in items.iter_mut().enumerate() {
-                coerce(&format!("{path}[{i}]"), v, s.items.as_deref(), false, unknown)?;
-            }
-        }
-        _ => {}
     }
+    unknown.extend(planner.unknown);
     Ok(())
+}
+
+/// One step from a value to a value inside it.
+#[derive(Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// The value `at` leads to.
+fn locate<'a>(x: &'a mut Value, at: &[Step]) -> Option<&'a mut Value> {
+    at.iter().try_fold(x, |x, step| match step {
+        Step::Key(k) => x.get_mut(k.as_str()),
+        Step::Index(i) => x.get_mut(*i),
+    })
+}
+
+/// Works out `objectmeta.Coerce`'s replacements without making them.
+struct Planner {
+    /// The error path of the value being visited (kube-apiserver's: `a.b`, `a[key]`, `a[0]`).
+    path: String,
+    /// Where the value being visited is.
+    at: Vec<Step>,
+    /// Each embedded resource's coerced metadata, and where that resource is.
+    plan: Vec<(Vec<Step>, Value)>,
+    /// Metadata fields the coercion drops.
+    unknown: Vec<String>,
+}
+
+impl Planner {
+    fn visit(&mut self, x: &Value, s: Option<&Node>, is_resource_root: bool) -> Result<(), FieldError> {
+        let Some(s) = s else { return Ok(()) };
+        match x {
+            Value::Object(map) => {
+                if s.embedded_resource || is_resource_root {
+                    for k in ["apiVersion", "kind"] {
+                        if let Some(v) = map.get(k) {
+                            if !v.is_string() {
+                                return Err(FieldError::invalid(
+                                    child(&self.path, k),
+                                    v.clone(),
+                                    "must be a string",
+                                ));
+                            }
+                        }
+                    }
+                    if let Some(meta) = map.get("metadata") {
+                        match objectmeta::coerce_object_meta(meta, &self.path) {
+                            Ok(c) => {
+                                self.unknown.extend(c.unknown);
+                                self.plan.push((self.at.clone(), c.value));
+                            }
+                            Err(e) => {
+                                return Err(FieldError::invalid(
+                                    child(&self.path, "metadata"),
+                                    meta.clone(),
+                                    e,
+                                ));
+                            }
+                        }
+                    }
+                }
+                // In key order (the map's own), as kube-apiserver reports the first error.
+                for (k, v) in map {
+                    let (node, len) = if let Some(prop) = s.properties.get(k) {
+                        (Some(prop), self.push_field(k))
+                    } else if s.additional_properties.is_some() {
+                        (s.additional_schema(), self.push_entry(k))
+                    } else {
+                        continue;
+                    };
+                    self.at.push(Step::Key(k.clone()));
+                    let result = self.visit(v, node, false);
+                    self.at.pop();
+                    self.path.truncate(len);
+                    result?;
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    let len = self.path.len();
+                    let _ = write!(self.path, "[{i}]");
+                    self.at.push(Step::Index(i));
+                    let result = self.visit(v, s.items.as_deref(), false);
+                    self.at.pop();
+                    self.path.truncate(len);
+                    result?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Appends `.k` (or `k` at the root) to the path; returns the length to truncate back to.
+    fn push_field(&mut self, k: &str) -> usize {
+        let len = self.path.len();
+        if !self.path.is_empty() {
+            self.path.push('.');
+        }
+        self.path.push_str(k);
+        len
+    }
+
+    /// Appends `[k]` to the path; returns the length to truncate back to.
+    fn push_entry(&mut self, k: &str) -> usize {
+        let len = self.path.len();
+        self.path.push('[');
+        self.path.push_str(k);
+        self.path.push(']');
+        len
+    }
 }
 
 /// `objectmeta.Validate`: embedded objects need a valid apiVersion and kind, and valid

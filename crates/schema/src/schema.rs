@@ -116,11 +116,10 @@ impl Schema {
         if !self.has_embedded {
             return paths;
         }
-        // Metadata that does not decode is left for `validate` to report.
-        let mut candidate = value.clone();
+        // Metadata that does not decode is left for `validate` to report (a failed coercion
+        // changes nothing).
         let mut unknown = Vec::new();
-        if embedded::coerce("", &mut candidate, Some(&self.root), false, &mut unknown).is_ok() {
-            *value = candidate;
+        if embedded::coerce("", value, Some(&self.root), false, &mut unknown).is_ok() {
             unknown.sort();
             paths.extend(unknown);
         }

@@ -130,6 +130,47 @@ properties:
 }
 
 #[test]
+fn a_failed_coercion_changes_nothing_and_names_the_first_bad_resource() {
+    let s = schema(
+        r#"
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      manifests:
+        type: array
+        items: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+"#,
+    );
+    // The first manifest alone would be coerced (its junk dropped); the second and third
+    // cannot be: nothing is coerced, and validation reports the second, the first in order.
+    let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "junk": 1}});
+    let bad_metadata = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": 5}});
+    let bad_kind = json!({"apiVersion": "v1", "kind": 7, "metadata": {"name": "d"}});
+    let original = json!({"spec": {"manifests": [good.clone(), bad_metadata, bad_kind]}});
+    let mut obj = original.clone();
+    assert_eq!(s.prune(&mut obj), Vec::<String>::new());
+    assert_eq!(obj, original);
+    let errors: Vec<String> = s.validate(&obj).iter().map(ToString::to_string).collect();
+    assert!(
+        errors.iter().any(|e| e.contains("spec.manifests[1].metadata")),
+        "{errors:?}"
+    );
+
+    // Nested deeper than one level, the coerced metadata lands where its resource is.
+    let mut obj = json!({"spec": {"manifests": [good.clone(), good]}});
+    assert_eq!(
+        s.prune(&mut obj),
+        vec![
+            "spec.manifests[0].metadata.junk",
+            "spec.manifests[1].metadata.junk"
+        ]
+    );
+    assert_eq!(obj["spec"]["manifests"][1]["metadata"], json!({"name": "c"}));
+}
+
+#[test]
 fn prunes_disallowed_nulls() {
     let s = schema(SCHEMA);
     let mut obj = json!({"spec": {"strict": null, "mode": null, "replicas": null}});
