@@ -7,6 +7,7 @@
 //! controllers obey exactly the rules clients do.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -1564,31 +1565,39 @@ fn validate_metadata(def: &ResourceDef, obj: &Value, creating: bool) -> Vec<Caus
     causes
 }
 
-/// Finds fields of `original` that `decoded` (its typed round trip) lost.
+/// Finds fields of `original` that `decoded` (its typed round trip) lost, as paths under
+/// `path` (`spec.foo`, `spec.items[0].bar`).
 pub fn unknown_fields(original: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+    let mut path = path.to_owned();
+    unknown_fields_at(original, decoded, &mut path, out);
+}
+
+/// [`unknown_fields`] with one path buffer, extended and truncated as the walk goes: a path
+/// is copied only for a field that was lost.
+fn unknown_fields_at(original: &Value, decoded: &Value, path: &mut String, out: &mut Vec<String>) {
+    let len = path.len();
     match (original, decoded) {
         (Value::Object(o), Value::Object(d)) => {
             for (k, v) in o {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match d.get(k) {
-                    Some(dv) => unknown_fields(v, dv, &p, out),
-                    None if v.is_null() => {}
-                    None => out.push(p),
+                if !path.is_empty() {
+                    path.push('.');
                 }
+                path.push_str(k);
+                match d.get(k) {
+                    Some(dv) => unknown_fields_at(v, dv, path, out),
+                    None if v.is_null() => {}
+                    None => out.push(path.clone()),
+                }
+                path.truncate(len);
             }
         }
-        (Value::Object(o), _) => {
-            // The typed form keeps no structure here (e.g. a free-form map decoded to a
-            // different shape); nothing to compare.
-            let _ = o;
-        }
+        // An object whose typed form keeps no structure (e.g. a free-form map decoded to a
+        // different shape), scalars and arrays whose lengths differ: nothing to compare.
         (Value::Array(o), Value::Array(d)) if o.len() == d.len() => {
             for (i, (ov, dv)) in o.iter().zip(d).enumerate() {
-                unknown_fields(ov, dv, &format!("{path}[{i}]"), out);
+                let _ = write!(path, "[{i}]");
+                unknown_fields_at(ov, dv, path, out);
+                path.truncate(len);
             }
         }
         _ => {}
@@ -2125,6 +2134,15 @@ mod tests {
         let mut out = Vec::new();
         unknown_fields(&original, &decoded, "", &mut out);
         assert_eq!(out, vec!["spec.b.z", "spec.l[0].y"]);
+
+        // Under a starting path, in nested lists, after siblings that lost nothing; lists
+        // whose lengths differ and objects the typed form reshaped are not compared.
+        let original = json!({"a": [[{"k": 1}], [{"k": 2, "lost": true}]], "b": {"q": 1},
+            "c": [1, 2], "d": {"free": {"x": 1}}, "z": 0});
+        let decoded = json!({"a": [[{"k": 1}], [{"k": 2}]], "b": {"q": 1}, "c": [1], "d": "text"});
+        let mut out = Vec::new();
+        unknown_fields(&original, &decoded, "spec", &mut out);
+        assert_eq!(out, vec!["spec.a[1][0].lost", "spec.z"]);
     }
 
     #[test]
