@@ -19,7 +19,7 @@ use crate::auth::{Authenticator, ClientCertificate, User};
 use crate::errors::{ApiError, ApiResult};
 use crate::ops::{
     Api, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, MAX_BODY_BYTES, Patch, Propagation,
-    Subresource, WriteOptions, partial_metadata_into,
+    Subresource, WriteOptions, Written, partial_metadata_into,
 };
 use crate::rbac::rules::Attributes;
 use crate::resources::{Flavor, ResourceDef};
@@ -853,15 +853,7 @@ async fn resource_inner(
             let (parts, body) = read_body(req).await?;
             let obj = decode_object(&body, &content_type(&parts))?;
             let written = api.create(&def, ns.as_deref(), obj, &opts).await?;
-            single_response(
-                &api,
-                &def,
-                Answer::written(written.object, written.stored),
-                view,
-                &q,
-                StatusCode::CREATED,
-                &written.warnings,
-            )
+            written_response(&api, &def, written, view, &q)
         }
         (Method::PUT, Some(name)) => {
             let opts = write_options(&q, &user_agent, &user)?;
@@ -869,31 +861,10 @@ async fn resource_inner(
             let obj = decode_object(&body, &content_type(&parts))?;
             if target.sub.as_deref() == Some("finalize") {
                 let written = crate::gc::finalize_namespace(&api, &def, &name, obj, &opts).await?;
-                return single_response(
-                    &api,
-                    &def,
-                    Answer::written(written.object, written.stored),
-                    view,
-                    &q,
-                    StatusCode::OK,
-                    &written.warnings,
-                );
+                return written_response(&api, &def, written, view, &q);
             }
             let written = api.update(&def, ns.as_deref(), &name, obj, sub, &opts).await?;
-            let code = if written.created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            single_response(
-                &api,
-                &def,
-                Answer::written(written.object, written.stored),
-                view,
-                &q,
-                code,
-                &written.warnings,
-            )
+            written_response(&api, &def, written, view, &q)
         }
         (Method::PATCH, Some(name)) => {
             let opts = write_options(&q, &user_agent, &user)?;
@@ -912,20 +883,7 @@ async fn resource_inner(
                 ));
             }
             let written = api.patch(&def, ns.as_deref(), &name, &patch, sub, &opts).await?;
-            let code = if written.created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            single_response(
-                &api,
-                &def,
-                Answer::written(written.object, written.stored),
-                view,
-                &q,
-                code,
-                &written.warnings,
-            )
+            written_response(&api, &def, written, view, &q)
         }
         (Method::DELETE, Some(name)) => {
             if target.sub.is_some() {
@@ -1040,6 +998,24 @@ impl Answer {
             None => Answer::Object(object),
         }
     }
+}
+
+/// A write's answer: 201 Created when it created the object, else 200 OK, rendered from the
+/// bytes it stored when `object` is what they hold, with its warnings.
+fn written_response(
+    api: &Api,
+    def: &ResourceDef,
+    written: Written,
+    view: View,
+    q: &Query,
+) -> ApiResult<Response<Body>> {
+    let code = if written.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let answer = Answer::written(written.object, written.stored);
+    single_response(api, def, answer, view, q, code, &written.warnings)
 }
 
 fn single_response(

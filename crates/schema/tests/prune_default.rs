@@ -88,11 +88,8 @@ fn prunes_unknown_fields_and_reports_paths() {
     );
 }
 
-#[test]
-fn embedded_metadata_is_coerced_wherever_the_resource_is_nested() {
-    // Works keep their manifests in a list, other kinds in a map: both are found.
-    let s = schema(
-        r#"
+/// Embedded resources in a list (as a Work's manifests) and in a map.
+const EMBEDDED: &str = r#"
 type: object
 properties:
   spec:
@@ -104,8 +101,12 @@ properties:
       byName:
         type: object
         additionalProperties: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
-"#,
-    );
+"#;
+
+#[test]
+fn embedded_metadata_is_coerced_wherever_the_resource_is_nested() {
+    // Works keep their manifests in a list, other kinds in a map: both are found.
+    let s = schema(EMBEDDED);
     let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "junk": 1}});
     let mut obj = json!({"spec": {"manifests": [manifest.clone()], "byName": {"c": manifest}}});
     let paths = s.prune(&mut obj);
@@ -131,18 +132,7 @@ properties:
 
 #[test]
 fn a_failed_coercion_changes_nothing_and_names_the_first_bad_resource() {
-    let s = schema(
-        r#"
-type: object
-properties:
-  spec:
-    type: object
-    properties:
-      manifests:
-        type: array
-        items: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
-"#,
-    );
+    let s = schema(EMBEDDED);
     // The first manifest alone would be coerced (its junk dropped); the second and third
     // cannot be: nothing is coerced, and validation reports the second, the first in order.
     let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "junk": 1}});
