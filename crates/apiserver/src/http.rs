@@ -892,37 +892,20 @@ async fn resource_inner(
             let (_, body) = read_body(req).await?;
             let opts = delete_options(&q, &body)?;
             match api.delete(&def, ns.as_deref(), &name, &opts).await? {
-                DeleteOutcome::Pending(obj) => single_response(
-                    &api,
-                    &def,
-                    Answer::Object(obj),
-                    View::Object,
-                    &q,
-                    StatusCode::OK,
-                    &[],
-                ),
+                // A pending deletion, and a custom resource's, answer with the object.
+                DeleteOutcome::Pending(obj) => Ok(json_response(StatusCode::OK, &obj)),
+                DeleteOutcome::Deleted(obj) if def.is_custom() => Ok(json_response(StatusCode::OK, &obj)),
+                // A built-in's finished deletion answers with a Status, as kube-apiserver does.
                 DeleteOutcome::Deleted(obj) => {
-                    if def.is_custom() {
-                        single_response(
-                            &api,
-                            &def,
-                            Answer::Object(obj),
-                            View::Object,
-                            &q,
-                            StatusCode::OK,
-                            &[],
-                        )
-                    } else {
-                        let mut details =
-                            json!({"name": name, "kind": def.plural, "uid": obj["metadata"]["uid"]});
-                        if !def.group.is_empty() {
-                            details["group"] = json!(def.group);
-                        }
-                        Ok(json_response(
-                            StatusCode::OK,
-                            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-                        ))
+                    let mut details =
+                        json!({"name": name, "kind": def.plural, "uid": obj["metadata"]["uid"]});
+                    if !def.group.is_empty() {
+                        details["group"] = json!(def.group);
                     }
+                    Ok(json_response(
+                        StatusCode::OK,
+                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+                    ))
                 }
             }
         }
