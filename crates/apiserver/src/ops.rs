@@ -1591,8 +1591,6 @@ fn unknown_fields_at(original: &Value, decoded: &Value, path: &mut String, out: 
                 path.truncate(len);
             }
         }
-        // An object whose typed form keeps no structure (e.g. a free-form map decoded to a
-        // different shape), scalars and arrays whose lengths differ: nothing to compare.
         (Value::Array(o), Value::Array(d)) if o.len() == d.len() => {
             for (i, (ov, dv)) in o.iter().zip(d).enumerate() {
                 let _ = write!(path, "[{i}]");
@@ -1600,6 +1598,8 @@ fn unknown_fields_at(original: &Value, decoded: &Value, path: &mut String, out: 
                 path.truncate(len);
             }
         }
+        // An object whose typed form keeps no structure (e.g. a free-form map decoded to a
+        // different shape), scalars, and arrays whose lengths differ: nothing to compare.
         _ => {}
     }
 }

@@ -21,12 +21,7 @@ fn child(path: &str, k: &str) -> String {
 /// The first type error `objectmeta.Coerce` would raise (apiVersion/kind not strings, metadata
 /// not decodable), without changing anything.
 pub(crate) fn coerce_error(path: &str, x: &Value, s: &Node, is_resource_root: bool) -> Option<FieldError> {
-    let mut planner = Planner {
-        path: path.to_owned(),
-        at: Vec::new(),
-        plan: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let mut planner = Planner::at(path);
     planner.visit(x, Some(s), is_resource_root).err()
 }
 
@@ -41,12 +36,7 @@ pub(crate) fn coerce(
     is_resource_root: bool,
     unknown: &mut Vec<String>,
 ) -> Result<(), FieldError> {
-    let mut planner = Planner {
-        path: path.to_owned(),
-        at: Vec::new(),
-        plan: Vec::new(),
-        unknown: Vec::new(),
-    };
+    let mut planner = Planner::at(path);
     planner.visit(x, s, is_resource_root)?;
     for (at, metadata) in planner.plan {
         if let Some(Value::Object(map)) = locate(x, &at) {
@@ -85,6 +75,16 @@ struct Planner {
 }
 
 impl Planner {
+    /// A planner for the value at error path `path`.
+    fn at(path: &str) -> Self {
+        Planner {
+            path: path.to_owned(),
+            at: Vec::new(),
+            plan: Vec::new(),
+            unknown: Vec::new(),
+        }
+    }
+
     fn visit(&mut self, x: &Value, s: Option<&Node>, is_resource_root: bool) -> Result<(), FieldError> {
         let Some(s) = s else { return Ok(()) };
         match x {
