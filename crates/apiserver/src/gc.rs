@@ -102,10 +102,18 @@ struct Index {
     entries: HashMap<String, Entry>,
     /// owner uid -> dependent keys.
     dependents: HashMap<String, BTreeSet<String>>,
+    /// How many indexed objects are being deleted (while none is, no object waits for
+    /// another's change).
+    deleting: usize,
 }
 
 impl Index {
-    fn put(&mut self, key: &str, entry: Entry) {
+    /// Indexes `entry` for `key`; a write that left what the collector reads as it was (a
+    /// status write, most updates) changes nothing.
+    fn put(&mut self, key: &str, entry: &Entry) {
+        if self.entries.get(key) == Some(entry) {
+            return;
+        }
         self.remove(key);
         for r in &entry.refs {
             self.dependents
@@ -116,7 +124,10 @@ impl Index {
         if !entry.uid.is_empty() {
             self.key_of.insert(entry.uid.clone(), key.to_owned());
         }
-        self.entries.insert(key.to_owned(), entry);
+        if entry.deleting {
+            self.deleting += 1;
+        }
+        self.entries.insert(key.to_owned(), entry.clone());
     }
 
     fn remove(&mut self, key: &str) -> Option<Entry> {
@@ -131,6 +142,9 @@ impl Index {
         }
         if self.key_of.get(&entry.uid).is_some_and(|k| k == key) {
             self.key_of.remove(&entry.uid);
+        }
+        if entry.deleting {
+            self.deleting -= 1;
         }
         Some(entry)
     }
@@ -185,6 +199,9 @@ impl Controller {
     /// its CRD, each only while being deleted (foreground deletion, namespace and CRD cleanup
     /// wait for their contents); nothing else can depend on one object's change.
     fn waiting_on(&mut self, key: &str, entry: &Entry) {
+        if self.index.deleting == 0 {
+            return;
+        }
         for r in &entry.refs {
             if let Some(owner) = self.index.key_of.get(&r.uid).cloned()
                 && self.index.is_deleting(&owner)
@@ -222,7 +239,7 @@ async fn run(api: &Arc<Api>) -> ApiResult<()> {
     for kv in snapshot.range("/registry/", None) {
         let entry = Entry::decode(&kv.value);
         let check = !entry.refs.is_empty() || entry.deleting;
-        c.index.put(&kv.key, entry);
+        c.index.put(&kv.key, &entry);
         if check {
             c.enqueue(&kv.key);
         }
@@ -267,7 +284,7 @@ fn apply_batch(c: &mut Controller, events: Vec<Arc<flotilla_store::Event>>) {
             EventKind::Put => {
                 let Some(kv) = &event.value else { continue };
                 let entry = Entry::decode(&kv.value);
-                c.index.put(&event.key, entry.clone());
+                c.index.put(&event.key, &entry);
                 if c.index.needs_reconcile(&entry) {
                     c.enqueue(&event.key);
                 }
@@ -541,8 +558,8 @@ mod tests {
         let mut index = Index::default();
         let owner = json!({"metadata": {"uid": "o1"}});
         let dep = json!({"metadata": {"uid": "d1", "ownerReferences": [{"uid": "o1", "blockOwnerDeletion": true}]}});
-        index.put("/k/owner", entry(&owner));
-        index.put("/k/dep", entry(&dep));
+        index.put("/k/owner", &entry(&owner));
+        index.put("/k/dep", &entry(&dep));
         assert!(index.exists("o1"));
         assert_eq!(index.dependents["o1"].iter().collect::<Vec<_>>(), vec!["/k/dep"]);
         assert!(!index.needs_reconcile(&entry(&dep)), "its owner exists");
@@ -584,7 +601,35 @@ mod tests {
         let mut index = Index::default();
         assert!(index.needs_reconcile(&e), "being deleted");
         assert!(!index.needs_reconcile(&live));
-        index.put("/k/e", e);
+        index.put("/k/e", &e);
         assert!(index.is_deleting("/k/e") && !index.is_deleting("/k/other"));
+    }
+
+    #[test]
+    fn the_index_counts_what_is_being_deleted_and_skips_unchanged_entries() {
+        let mut index = Index::default();
+        let owner = entry(&json!({"metadata": {"uid": "o1"}}));
+        let deleting =
+            entry(&json!({"metadata": {"uid": "o1", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
+        let dep = entry(&json!({"metadata": {"uid": "d1", "ownerReferences": [{"uid": "o1"}]}}));
+        index.put("/k/owner", &owner);
+        index.put("/k/dep", &dep);
+        assert_eq!(index.deleting, 0);
+        // The same entry again (a status write): the index is as it was.
+        index.put("/k/dep", &dep);
+        assert_eq!(index.dependents["o1"].len(), 1);
+        assert_eq!(index.key_of["d1"], "/k/dep");
+        // The owner starts being deleted, is written again while deleting, then goes.
+        index.put("/k/owner", &deleting);
+        index.put("/k/owner", &deleting);
+        assert_eq!(index.deleting, 1);
+        assert!(index.is_deleting("/k/owner"));
+        index.remove("/k/owner");
+        assert_eq!(index.deleting, 0);
+        // Replaced by a live object, a deleting entry is no longer counted.
+        index.put("/k/owner", &deleting);
+        index.put("/k/owner", &owner);
+        assert_eq!(index.deleting, 0);
+        assert!(index.exists("o1"));
     }
 }
