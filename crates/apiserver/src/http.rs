@@ -19,7 +19,7 @@ use crate::auth::{Authenticator, ClientCertificate, User};
 use crate::errors::{ApiError, ApiResult};
 use crate::ops::{
     Api, DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, MAX_BODY_BYTES, Patch, Propagation,
-    Subresource, WriteOptions, Written, partial_metadata_into,
+    Subresource, WriteOptions, Written,
 };
 use crate::rbac::rules::Attributes;
 use crate::resources::{Flavor, ResourceDef};
@@ -973,16 +973,6 @@ enum Answer {
     Stored(Arc<KeyValue>),
 }
 
-impl Answer {
-    /// A write's answer: from the bytes it stored when `object` is what they hold.
-    fn written(object: Value, stored: Option<Arc<KeyValue>>) -> Self {
-        match stored {
-            Some(kv) => Answer::Stored(kv),
-            None => Answer::Object(object),
-        }
-    }
-}
-
 /// A write's answer: 201 Created when it created the object, else 200 OK, rendered from the
 /// bytes it stored when `object` is what they hold, with its warnings.
 fn written_response(
@@ -997,7 +987,10 @@ fn written_response(
     } else {
         StatusCode::OK
     };
-    let answer = Answer::written(written.object, written.stored);
+    let answer = match written.stored {
+        Some(kv) => Answer::Stored(kv),
+        None => Answer::Object(written.object),
+    };
     single_response(api, def, answer, view, q, code, &written.warnings)
 }
 
@@ -1019,7 +1012,7 @@ fn single_response(
         }
         (View::PartialMetadata, Answer::Object(obj)) => {
             let mut out = Vec::new();
-            partial_metadata_into(&obj, &mut out);
+            crate::objects::partial_metadata_into(&obj, &mut out);
             bytes_response(code, out, "application/json")
         }
         (View::PartialMetadata, Answer::Stored(kv)) => {

@@ -68,17 +68,24 @@ pub fn render(stored: &[u8], rv: u64, out: &mut Vec<u8>) {
 /// metadata with `resourceVersion` set to `rv`. The metadata's bytes are found by scanning
 /// them, not by building values; the rest of the object is not read.
 pub fn render_partial(stored: &[u8], rv: u64, out: &mut Vec<u8>) {
-    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#);
     match stored_metadata(stored) {
         Some(meta) => {
+            out.extend_from_slice(PARTIAL_HEAD);
             out.push(b'{');
             splice_version(&meta[1..], rv, out);
+            out.push(b'}');
         }
-        None => {
-            let value = decode_stored(stored, rv);
-            let _ = serde_json::to_writer(&mut *out, &value["metadata"]);
-        }
+        None => partial_metadata_into(&decode_stored(stored, rv), out),
     }
+}
+
+/// How a `PartialObjectMetadata` begins, up to its metadata.
+const PARTIAL_HEAD: &[u8] = br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
+
+/// Writes a decoded object's metadata as a `PartialObjectMetadata`.
+pub fn partial_metadata_into(obj: &Value, out: &mut Vec<u8>) {
+    out.extend_from_slice(PARTIAL_HEAD);
+    let _ = serde_json::to_writer(&mut *out, &obj["metadata"]);
     out.push(b'}');
 }
 
@@ -205,15 +212,8 @@ pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
         .unwrap_or_default()
 }
 
-/// The few metadata fields list filtering needs, decoded without building a full `Value`.
-#[derive(Debug, Default, Deserialize)]
-pub struct MetaOnly {
-    /// Metadata subset.
-    #[serde(default)]
-    pub metadata: MetaFields,
-}
-
-/// Subset of ObjectMeta used for filtering.
+/// The few metadata fields selectors and namespace checks read, decoded (with
+/// [`decode_stored_metadata`]) without building a full `Value`.
 #[derive(Debug, Default, Deserialize)]
 pub struct MetaFields {
     /// Name.

@@ -294,8 +294,7 @@ impl Api {
         match &def.flavor {
             // The served form differs from the stored one: convert, then take its metadata.
             Flavor::Builtin(BuiltinKind::EventV1) => {
-                let obj = self.to_value(def, value, rv);
-                partial_metadata_into(&obj, out);
+                objects::partial_metadata_into(&self.to_value(def, value, rv), out);
             }
             _ => objects::render_partial(value, rv, out),
         }
@@ -1193,8 +1192,9 @@ impl Api {
         match self.store.get(&key) {
             None => Err(ApiError::not_found("", "namespaces", ns)),
             Some(kv) => {
-                let meta: objects::MetaOnly = serde_json::from_slice(&kv.value).unwrap_or_default();
-                if meta.metadata.deletion_timestamp.is_some() {
+                let meta: objects::MetaFields =
+                    objects::decode_stored_metadata(&kv.value).unwrap_or_default();
+                if meta.deletion_timestamp.is_some() {
                     Err(ApiError::forbidden(
                         "",
                         "namespaces",
@@ -1367,13 +1367,6 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
         return Err(bad("invalid start key"));
     }
     Ok((rev, start.to_owned()))
-}
-
-/// Writes an object's metadata as a `PartialObjectMetadata`.
-pub fn partial_metadata_into(obj: &Value, out: &mut Vec<u8>) {
-    out.extend_from_slice(br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#);
-    let _ = serde_json::to_writer(&mut *out, &obj["metadata"]);
-    out.push(b'}');
 }
 
 fn only_meta_fields(fields: &FieldSelector) -> bool {

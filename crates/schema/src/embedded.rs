@@ -117,7 +117,7 @@ impl Planner {
                         }
                     }
                 }
-                // In key order (the map's own), as kube-apiserver reports the first error.
+                // In key order (serde_json's maps are sorted), as the first error is reported.
                 for (k, v) in map {
                     let (node, len) = if let Some(prop) = s.properties.get(k) {
                         (Some(prop), self.push_field(k))
