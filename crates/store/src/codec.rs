@@ -30,24 +30,39 @@ pub(crate) fn decode_kv(key: &str, bytes: &[u8]) -> Result<KeyValue, StoreError>
     })
 }
 
-/// Encodes every event of one revision as one log record.
-pub(crate) fn encode_events(events: &[Arc<Event>]) -> Vec<u8> {
-    let mut out = Vec::new();
+/// Encodes every event of one revision as one history record: per event its kind, its key and
+/// the key's state before the revision. The state after it is not written: it is the next
+/// record's `prev` of that key, or the `kv` table's value if no later record touches the key
+/// (see `writer::resolve`). Writing it too, as the first log format did, wrote every object
+/// twice (three times on an update) per revision.
+pub(crate) fn encode_history(events: &[Arc<Event>]) -> Vec<u8> {
+    let size = events
+        .iter()
+        .map(|e| 9 + e.key.len() + e.prev.as_ref().map_or(0, |kv| 20 + kv.value.len()))
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(4 + size);
     put_u32(&mut out, events.len() as u32);
     for event in events {
-        out.push(match event.kind {
-            EventKind::Put => 0,
-            EventKind::Delete => 1,
-        });
+        put_kind(&mut out, event.kind);
         put_bytes(&mut out, event.key.as_bytes());
-        put_optional_kv(&mut out, event.value.as_deref());
         put_optional_kv(&mut out, event.prev.as_deref());
     }
     out
 }
 
-/// Decodes one log record written by [`encode_events`] at `revision`.
-pub(crate) fn decode_events(revision: u64, bytes: &[u8]) -> Result<Vec<DecodedEvent>, StoreError> {
+/// Decodes one history record written by [`encode_history`] at `revision`.
+pub(crate) fn decode_history(revision: u64, bytes: &[u8]) -> Result<Vec<DecodedEvent>, StoreError> {
+    decode_record(revision, bytes, false)
+}
+
+/// Decodes one record of the first log format (`log` table, written before the `history`
+/// table), which held each event's new value before its previous one. The new value is read
+/// past: it is found as `history` records' are, so both formats load alike.
+pub(crate) fn decode_log_v1(revision: u64, bytes: &[u8]) -> Result<Vec<DecodedEvent>, StoreError> {
+    decode_record(revision, bytes, true)
+}
+
+fn decode_record(revision: u64, bytes: &[u8], with_value: bool) -> Result<Vec<DecodedEvent>, StoreError> {
     let context = format!("revision {revision}");
     let mut reader = Reader::new(bytes, &context);
     let count = reader.u32()? as usize;
@@ -59,14 +74,11 @@ pub(crate) fn decode_events(revision: u64, bytes: &[u8]) -> Result<Vec<DecodedEv
             other => return Err(reader.corrupt(&format!("unknown event kind {other}"))),
         };
         let key = reader.string()?;
-        let value = reader.optional_kv(&key)?;
+        if with_value {
+            reader.optional_kv(&key)?;
+        }
         let prev = reader.optional_kv(&key)?;
-        events.push(DecodedEvent {
-            kind,
-            key,
-            value,
-            prev,
-        });
+        events.push(DecodedEvent { kind, key, prev });
     }
     if !reader.rest().is_empty() {
         return Err(reader.corrupt("trailing bytes after the last event"));
@@ -74,12 +86,34 @@ pub(crate) fn decode_events(revision: u64, bytes: &[u8]) -> Result<Vec<DecodedEv
     Ok(events)
 }
 
-/// One event as read back from the log, before its values are shared with the live map.
+/// Encodes one record of the first log format, as versions before the `history` table wrote it:
+/// per event its kind, key, new value and previous value. Only tests write it now, to check that
+/// such stores still open.
+#[cfg(test)]
+pub(crate) fn encode_log_v1(events: &[Arc<Event>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_u32(&mut out, events.len() as u32);
+    for event in events {
+        put_kind(&mut out, event.kind);
+        put_bytes(&mut out, event.key.as_bytes());
+        put_optional_kv(&mut out, event.value.as_deref());
+        put_optional_kv(&mut out, event.prev.as_deref());
+    }
+    out
+}
+
+/// One event as read back from a record: what the record holds, before its new value is found.
 pub(crate) struct DecodedEvent {
     pub kind: EventKind,
     pub key: String,
-    pub value: Option<KeyValue>,
     pub prev: Option<KeyValue>,
+}
+
+fn put_kind(out: &mut Vec<u8>, kind: EventKind) {
+    out.push(match kind {
+        EventKind::Put => 0,
+        EventKind::Delete => 1,
+    });
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
@@ -215,9 +249,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn events_round_trip() {
-        let events = vec![
+    fn sample_events() -> Vec<Arc<Event>> {
+        vec![
             Arc::new(Event {
                 revision: 7,
                 kind: EventKind::Put,
@@ -227,29 +260,78 @@ mod tests {
             }),
             Arc::new(Event {
                 revision: 7,
+                kind: EventKind::Put,
+                key: "/c".into(),
+                value: Some(Arc::new(kv("/c", b"created", 7, 7))),
+                prev: None,
+            }),
+            Arc::new(Event {
+                revision: 7,
                 kind: EventKind::Delete,
                 key: "/b".into(),
                 value: None,
                 prev: Some(Arc::new(kv("/b", b"gone", 2, 2))),
             }),
-        ];
-        let decoded = decode_events(7, &encode_events(&events)).unwrap();
-        assert_eq!(decoded.len(), 2);
-        assert_eq!(decoded[0].kind, EventKind::Put);
-        assert_eq!(decoded[0].value.as_ref().unwrap().value, b"new");
-        assert_eq!(decoded[0].prev.as_ref().unwrap().mod_revision, 6);
-        assert_eq!(decoded[1].kind, EventKind::Delete);
-        assert!(decoded[1].value.is_none());
-        assert_eq!(decoded[1].prev.as_ref().unwrap().value, b"gone");
+        ]
+    }
+
+    fn summary(decoded: &[DecodedEvent]) -> Vec<(EventKind, &str, Option<&KeyValue>)> {
+        decoded
+            .iter()
+            .map(|e| (e.kind, e.key.as_str(), e.prev.as_ref()))
+            .collect()
     }
 
     #[test]
-    fn garbage_log_record_is_corrupt() {
-        let mut bytes = encode_events(&[]);
+    fn history_records_round_trip_without_the_new_values() {
+        let events = sample_events();
+        let bytes = encode_history(&events);
+        let decoded = decode_history(7, &bytes).unwrap();
+        assert_eq!(
+            summary(&decoded),
+            vec![
+                (EventKind::Put, "/a", Some(&kv("/a", b"old", 5, 6))),
+                (EventKind::Put, "/c", None),
+                (EventKind::Delete, "/b", Some(&kv("/b", b"gone", 2, 2))),
+            ]
+        );
+        // Kind, key and previous state only: the new values are not in the record.
+        let expected = 4 + (1 + 4 + 2 + 1 + 16 + 4 + 3) + (1 + 4 + 2 + 1) + (1 + 4 + 2 + 1 + 16 + 4 + 4);
+        assert_eq!(bytes.len(), expected);
+        assert!(!bytes.windows(3).any(|w| w == b"new"));
+        assert!(!bytes.windows(7).any(|w| w == b"created"));
+    }
+
+    #[test]
+    fn first_format_log_records_read_as_history_records() {
+        let events = sample_events();
+        let decoded = decode_log_v1(7, &encode_log_v1(&events)).unwrap();
+        assert_eq!(
+            summary(&decoded),
+            summary(&decode_history(7, &encode_history(&events)).unwrap())
+        );
+    }
+
+    #[test]
+    fn garbage_records_are_corrupt() {
+        let mut bytes = encode_history(&[]);
         bytes[0] = 5; // claims five events, has none
-        assert!(matches!(decode_events(1, &bytes), Err(StoreError::Corrupt(_))));
-        let mut bytes = encode_events(&[]);
+        assert!(matches!(decode_history(1, &bytes), Err(StoreError::Corrupt(_))));
+        let mut bytes = encode_history(&[]);
         bytes.push(0xff);
-        assert!(matches!(decode_events(1, &bytes), Err(StoreError::Corrupt(_))));
+        assert!(matches!(decode_history(1, &bytes), Err(StoreError::Corrupt(_))));
+        let mut bytes = encode_history(&sample_events());
+        bytes[4] = 9; // the first event's kind
+        let err = decode_history(7, &bytes).err().unwrap();
+        assert!(
+            matches!(err, StoreError::Corrupt(ref m) if m.contains("revision 7") && m.contains("kind 9")),
+            "{err}"
+        );
+        // A first-format record cut inside an event's new value.
+        let bytes = encode_log_v1(&sample_events());
+        assert!(matches!(
+            decode_log_v1(7, &bytes[..20]),
+            Err(StoreError::Corrupt(_))
+        ));
     }
 }

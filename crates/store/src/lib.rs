@@ -6,9 +6,13 @@
 //! put/delete operations; they commit all-or-nothing.
 //!
 //! - **Durability.** [redb](https://docs.rs/redb) holds a materialized `kv` table and a
-//!   revision `log` table, written in one write transaction with immediate durability (fsync).
-//!   A call to [`Store::txn`] returns only after that fsync, so an acknowledged write survives
-//!   `kill -9` and power loss.
+//!   revision log, the `history` table, written in one write transaction with immediate
+//!   durability (fsync). A call to [`Store::txn`] returns only after that fsync, so an
+//!   acknowledged write survives `kill -9` and power loss. A revision's log record holds each
+//!   changed key's previous state, not its new value: that is the next record's previous state
+//!   of the key, or its `kv` value, so each write puts its value on disk once (plus the value it
+//!   replaced, once). Stores written with the first log format (`log`, new values too) are
+//!   moved to `history` when opened.
 //! - **Group commit.** One writer thread drains every pending transaction, checks their
 //!   conditions in order, writes them all in one redb transaction, applies them to memory,
 //!   publishes the events and only then acknowledges each caller. Throughput therefore grows

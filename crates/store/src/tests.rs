@@ -339,3 +339,192 @@ async fn snapshot_at_rebuilds_past_revisions_from_the_window() {
     assert_eq!(store.snapshot_at(4).unwrap().len(), 2);
     assert!(store.snapshot_at(5).is_err(), "future revisions are refused");
 }
+
+/// Every event in the window, values and previous states included, as a watcher from the
+/// compacted revision sees them.
+fn window(store: &Store) -> Vec<Event> {
+    let mut watcher = store.watch("/", store.compacted_revision()).unwrap();
+    watcher
+        .poll()
+        .unwrap()
+        .map(|batch| batch.events.iter().map(|e| (**e).clone()).collect())
+        .unwrap_or_default()
+}
+
+/// A mix of creates, updates, deletes, re-creates and several keys per transaction, `rounds`
+/// times over; the values carry their round so that no two are alike.
+async fn churn(store: &Store, rounds: usize) {
+    for round in 0..rounds {
+        let v = |what: &str| format!("{what}-{round}");
+        store.txn(Txn::new().put("/a", v("a"))).await.unwrap();
+        store
+            .txn(Txn::new().put("/b", v("b")).put("/a", v("a2")))
+            .await
+            .unwrap();
+        store.txn(Txn::new().delete("/b")).await.unwrap();
+        store
+            .txn(Txn::new().put("/b", v("b-again")).put("/c", v("c")))
+            .await
+            .unwrap();
+        store
+            .txn(Txn::new().put("/c", v("c2")).put("/c", v("c3")))
+            .await
+            .unwrap();
+        store
+            .txn(Txn::new().delete("/c").put("/d", v("d")))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn reopen_finds_each_events_value_from_the_next_previous_state() {
+    for window_revisions in [1_000, 7, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.redb");
+        let options = StoreOptions {
+            window_revisions,
+            ..StoreOptions::default()
+        };
+        let before = {
+            let store = Store::open(&path, options.clone()).unwrap();
+            churn(&store, 5).await;
+            let before = (window(&store), store.compacted_revision(), store.snapshot());
+            store.close();
+            before
+        };
+        let store = Store::open(&path, options.clone()).unwrap();
+        let after = window(&store);
+        assert!(
+            !after.is_empty(),
+            "window {window_revisions}: the window survives a reopen"
+        );
+        // The window may have been compacted further on disk than in memory, never less.
+        assert!(store.compacted_revision() >= before.1);
+        let kept = &before.0[before.0.len() - after.len()..];
+        assert_eq!(
+            after, kept,
+            "window {window_revisions}: every event as it was, values included"
+        );
+        let snapshot = store.snapshot();
+        let all = |s: &Snapshot| -> Vec<KeyValue> { s.range("/", None).map(|kv| (**kv).clone()).collect() };
+        assert_eq!(all(&snapshot), all(&before.2), "window {window_revisions}");
+        // And it goes on the same way: a second life, then a third open.
+        churn(&store, 2).await;
+        let again = window(&store);
+        store.close();
+        let store = Store::open(&path, options).unwrap();
+        let reopened = window(&store);
+        assert_eq!(reopened, again[again.len() - reopened.len()..]);
+    }
+}
+
+#[tokio::test]
+async fn a_store_with_the_first_log_format_opens_with_its_history_and_moves_it() {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+
+    // The events and state of a store, written out again as versions before the history table
+    // wrote them: the `log` table with every event's new value and previous state.
+    let source = tempfile::tempdir().unwrap();
+    let (events, state, revision) = {
+        let store = open(&source);
+        churn(&store, 3).await;
+        let events = window(&store);
+        let state: Vec<KeyValue> = store
+            .snapshot()
+            .range("/", None)
+            .map(|kv| (**kv).clone())
+            .collect();
+        let revision = store.revision();
+        store.close();
+        (events, state, revision)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.redb");
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let wtx = db.begin_write().unwrap();
+        {
+            let mut kv = wtx.open_table(writer::KV).unwrap();
+            for item in &state {
+                kv.insert(item.key.as_str(), codec::encode_kv(item).as_slice())
+                    .unwrap();
+            }
+            let mut log = wtx.open_table(writer::LOG_V1).unwrap();
+            let mut by_revision: std::collections::BTreeMap<u64, Vec<Arc<Event>>> = Default::default();
+            for event in &events {
+                by_revision
+                    .entry(event.revision)
+                    .or_default()
+                    .push(Arc::new(event.clone()));
+            }
+            for (rev, events) in &by_revision {
+                log.insert(*rev, codec::encode_log_v1(events).as_slice()).unwrap();
+            }
+            let mut meta = wtx.open_table(writer::META).unwrap();
+            meta.insert(writer::META_REVISION, revision).unwrap();
+        }
+        wtx.commit().unwrap();
+    }
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(store.revision(), revision);
+    assert_eq!(
+        window(&store),
+        events,
+        "the old log's events, values and previous states"
+    );
+    let all: Vec<KeyValue> = store
+        .snapshot()
+        .range("/", None)
+        .map(|kv| (**kv).clone())
+        .collect();
+    assert_eq!(all, state);
+    // The store goes on from there; the old table is gone and the history holds every revision.
+    let (next, _) = committed(store.txn(Txn::new().put("/e", "1")).await.unwrap());
+    assert_eq!(next, revision + 1);
+    let mut expected = events.clone();
+    expected.extend(window(&store).into_iter().filter(|e| e.revision == next));
+    store.close();
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let rtx = db.begin_read().unwrap();
+        assert!(
+            rtx.open_table(writer::LOG_V1).is_err(),
+            "the first-format table is deleted"
+        );
+        let history = rtx.open_table(writer::HISTORY).unwrap();
+        assert_eq!(history.len().unwrap(), revision + 1);
+    }
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(window(&store), expected);
+}
+
+#[tokio::test]
+async fn a_log_that_disagrees_with_the_state_is_reported_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.redb");
+    {
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        store.txn(Txn::new().put("/a", "1")).await.unwrap();
+        store.txn(Txn::new().put("/a", "2")).await.unwrap();
+        store.close();
+    }
+    // Drop the newest value of /a from the kv table: the log's last put of it has no value left.
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let wtx = db.begin_write().unwrap();
+        wtx.open_table(writer::KV).unwrap().remove("/a").unwrap();
+        wtx.commit().unwrap();
+    }
+    let err = Store::open(&path, StoreOptions::default()).err().unwrap();
+    let message = err.to_string();
+    assert!(
+        matches!(err, StoreError::Corrupt(_))
+            && message.contains("revision 2")
+            && message.contains("\"/a\"")
+            && message.contains("absent")
+            && message.contains("restore the data directory"),
+        "{message}"
+    );
+}

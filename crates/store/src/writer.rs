@@ -17,16 +17,26 @@ use parking_lot::Mutex;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::codec::{decode_events, decode_kv, encode_events, encode_kv};
+use crate::codec::{DecodedEvent, decode_history, decode_kv, decode_log_v1, encode_history, encode_kv};
 use crate::window::Window;
 use crate::{
     Compare, Event, EventKind, KeyValue, Op, Shared, State, StoreError, StoreOptions, Txn, TxnOutcome,
 };
 
-const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
-const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const META_REVISION: &str = "revision";
+pub(crate) const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
+/// The revision log: one record per revision ([`encode_history`]), contiguous from the oldest
+/// revision not compacted.
+pub(crate) const HISTORY: TableDefinition<u64, &[u8]> = TableDefinition::new("history");
+/// The first format of the revision log ([`decode_log_v1`]), which also held every new value.
+/// A store that has it is moved to [`HISTORY`] when it is opened.
+pub(crate) const LOG_V1: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(crate) const META_REVISION: &str = "revision";
+
+/// One revision's events, as the window holds them.
+type Revision = (u64, Vec<Arc<Event>>);
+/// One revision's events as its log record holds them.
+type Record = (u64, Vec<DecodedEvent>);
 
 type Reply = oneshot::Sender<Result<TxnOutcome, StoreError>>;
 
@@ -87,7 +97,8 @@ pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, Sta
             .begin_write()
             .map_err(io("beginning the initial transaction"))?;
         wtx.open_table(KV).map_err(io("creating the kv table"))?;
-        wtx.open_table(LOG).map_err(io("creating the log table"))?;
+        wtx.open_table(HISTORY)
+            .map_err(io("creating the history table"))?;
         wtx.open_table(META).map_err(io("creating the meta table"))?;
         wtx.commit().map_err(io("committing the initial transaction"))?;
     }
@@ -107,11 +118,13 @@ pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, Sta
         .map(|v| v.value())
         .unwrap_or(0);
 
-    let log = rtx.open_table(LOG).map_err(io("opening the log table"))?;
-    let mut records = Vec::new();
-    for entry in log.iter().map_err(io("reading the log table"))? {
-        let (rev, bytes) = entry.map_err(io("reading the log table"))?;
-        records.push((rev.value(), decode_events(rev.value(), bytes.value())?));
+    let mut records = read_records(&rtx, LOG_V1, decode_log_v1)?;
+    let first_format = records.len();
+    records.extend(read_records(&rtx, HISTORY, decode_history)?);
+    drop((kv, meta, rtx));
+    let records = resolve(&map, records)?;
+    if first_format > 0 {
+        migrate(&db, &records[..first_format])?;
     }
     if let Some((last, _)) = records.last() {
         revision = revision.max(*last);
@@ -120,47 +133,10 @@ pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, Sta
     // Revisions are contiguous in the log; anything before its first entry is compacted.
     let compacted = first_logged.map_or(revision, |first| first - 1);
     let mut window = Window::new(compacted, options.window_revisions, options.window_bytes);
-    // Share values between consecutive events of one key and with the live map, so loading a
-    // window does not duplicate every object in memory.
-    let mut latest: HashMap<String, Arc<KeyValue>> = HashMap::new();
-    for (rev, events) in records {
-        let mut built = Vec::with_capacity(events.len());
-        for event in events {
-            let share = |kv: KeyValue, latest: &HashMap<String, Arc<KeyValue>>| -> Arc<KeyValue> {
-                if let Some(live) = map.get(&kv.key)
-                    && live.mod_revision == kv.mod_revision
-                {
-                    return live.clone();
-                }
-                if let Some(previous) = latest.get(&kv.key)
-                    && previous.mod_revision == kv.mod_revision
-                {
-                    return previous.clone();
-                }
-                Arc::new(kv)
-            };
-            let prev = event.prev.map(|kv| share(kv, &latest));
-            let value = event.value.map(|kv| share(kv, &latest));
-            match &value {
-                Some(v) => {
-                    latest.insert(event.key.clone(), v.clone());
-                }
-                None => {
-                    latest.remove(&event.key);
-                }
-            }
-            built.push(Arc::new(Event {
-                revision: rev,
-                kind: event.kind,
-                key: event.key,
-                value,
-                prev,
-            }));
-        }
-        window.push_revision(built);
+    for (_, events) in records {
+        window.push_revision(events);
     }
     window.trim();
-    drop((kv, meta, log, rtx));
     Ok((
         db,
         State {
@@ -169,6 +145,95 @@ pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, Sta
             window,
         },
     ))
+}
+
+/// The records of one log table in revision order, decoded by `decode`; none if the table does
+/// not exist.
+fn read_records(
+    rtx: &redb::ReadTransaction,
+    table: TableDefinition<u64, &[u8]>,
+    decode: fn(u64, &[u8]) -> Result<Vec<DecodedEvent>, StoreError>,
+) -> Result<Vec<Record>, StoreError> {
+    let table = match rtx.open_table(table) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(io("opening the revision log")(e)),
+    };
+    let mut records = Vec::new();
+    for entry in table.iter().map_err(io("reading the revision log"))? {
+        let (rev, bytes) = entry.map_err(io("reading the revision log"))?;
+        records.push((rev.value(), decode(rev.value(), bytes.value())?));
+    }
+    Ok(records)
+}
+
+/// The events of `records` (oldest first, contiguous) with their new values, which the records do
+/// not hold: a key's state after a revision is its `prev` in the next record that touches it, or
+/// its value in `map` (the `kv` table) if none does. Walking back from the present finds each
+/// one; a value is one `Arc` shared by the event that wrote it, the next event's `prev` and the
+/// live map, as in memory before the restart.
+fn resolve(map: &OrdMap<String, Arc<KeyValue>>, records: Vec<Record>) -> Result<Vec<Revision>, StoreError> {
+    // Per key touched so far: its state just after the revision being read.
+    let mut after: HashMap<String, Option<Arc<KeyValue>>> = HashMap::new();
+    let mut resolved = Vec::with_capacity(records.len());
+    for (revision, events) in records.into_iter().rev() {
+        let mut built = Vec::with_capacity(events.len());
+        for event in events {
+            let state = match after.remove(&event.key) {
+                Some(state) => state,
+                None => map.get(&event.key).cloned(),
+            };
+            let value = match (event.kind, state) {
+                (EventKind::Put, Some(kv)) if kv.mod_revision == revision => Some(kv),
+                (EventKind::Delete, None) => None,
+                (kind, state) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "revision {revision}: the log records a {kind:?} of {:?}, but the next state \
+                         of that key is {}",
+                        event.key,
+                        state.map_or("absent".to_owned(), |kv| format!("revision {}", kv.mod_revision)),
+                    )));
+                }
+            };
+            let prev = event.prev.map(Arc::new);
+            after.insert(event.key.clone(), prev.clone());
+            built.push(Arc::new(Event {
+                revision,
+                kind: event.kind,
+                key: event.key,
+                value,
+                prev,
+            }));
+        }
+        resolved.push((revision, built));
+    }
+    resolved.reverse();
+    Ok(resolved)
+}
+
+/// Moves a store's first-format log (`records`, resolved) to the history table, in one write
+/// transaction: a crash leaves either format whole.
+fn migrate(db: &Database, records: &[Revision]) -> Result<(), StoreError> {
+    let wtx = db
+        .begin_write()
+        .map_err(io("beginning the move of the revision log"))?;
+    {
+        let mut history = wtx.open_table(HISTORY).map_err(io("opening the history table"))?;
+        for (rev, events) in records {
+            history
+                .insert(*rev, encode_history(events).as_slice())
+                .map_err(io("writing the history table"))?;
+        }
+    }
+    wtx.delete_table(LOG_V1)
+        .map_err(io("deleting the first-format log table"))?;
+    wtx.commit()
+        .map_err(io("committing the move of the revision log"))?;
+    tracing::info!(
+        revisions = records.len(),
+        "moved the store's revision log to the history table"
+    );
+    Ok(())
 }
 
 /// Starts the writer thread.
@@ -251,7 +316,7 @@ impl Writer {
         };
         let mut revision = base_revision;
         let mut decided = Vec::with_capacity(batch.len());
-        let mut revisions: Vec<(u64, Vec<Arc<Event>>)> = Vec::new();
+        let mut revisions: Vec<Revision> = Vec::new();
         let mut touched: BTreeMap<String, Option<Arc<KeyValue>>> = BTreeMap::new();
 
         for (txn, reply) in batch {
@@ -356,7 +421,7 @@ impl Writer {
     fn write(
         &mut self,
         touched: &BTreeMap<String, Option<Arc<KeyValue>>>,
-        revisions: &[(u64, Vec<Arc<Event>>)],
+        revisions: &[Revision],
         revision: u64,
         compacted: u64,
     ) -> Result<(), StoreError> {
@@ -379,14 +444,16 @@ impl Writer {
                     }
                 }
             }
-            let mut log = wtx.open_table(LOG).map_err(io("opening the log table"))?;
+            let mut history = wtx.open_table(HISTORY).map_err(io("opening the history table"))?;
             for (rev, events) in revisions {
-                log.insert(*rev, encode_events(events).as_slice())
-                    .map_err(io("writing the log table"))?;
+                history
+                    .insert(*rev, encode_history(events).as_slice())
+                    .map_err(io("writing the history table"))?;
             }
             if compacted > self.disk_compacted {
-                log.retain_in(self.disk_compacted..=compacted, |_, _| false)
-                    .map_err(io("compacting the log table"))?;
+                history
+                    .retain_in(self.disk_compacted..=compacted, |_, _| false)
+                    .map_err(io("compacting the history table"))?;
             }
             let mut meta = wtx.open_table(META).map_err(io("opening the meta table"))?;
             meta.insert(META_REVISION, revision)
