@@ -6,7 +6,8 @@
 //! - [`overrides`]: `policy.karmada.io/v1alpha1` OverridePolicy and ClusterOverridePolicy;
 //! - [`work`]: `work.karmada.io/v1alpha2` ResourceBinding and ClusterResourceBinding, and
 //!   `work.karmada.io/v1alpha1` Work; [`watched`]: bindings as the services' watches decode
-//!   them, without the member objects' statuses;
+//!   them, without the member objects' statuses; [`lean`]: any object as the services' watches
+//!   decode it, without `metadata.managedFields`;
 //! - [`taint_policy`]: `policy.karmada.io/v1alpha1` ClusterTaintPolicy;
 //! - [`cluster`]: `cluster.karmada.io/v1alpha1` Cluster, and [`cluster_affinity`], which
 //!   clusters a `ClusterAffinity` selects;
@@ -37,6 +38,7 @@ pub mod conditions;
 pub mod crds;
 pub mod fingerprint;
 pub mod image_reference;
+pub mod lean;
 pub mod overrides;
 pub mod policy;
 pub mod revision;

@@ -8,7 +8,8 @@
 //! decoded into a [`serde_json::Value`] of its own, on every event of every binding, in four
 //! processes. No watch reads them: execution aggregates them from Works, the scheduler's
 //! failover reads each cluster's `applied` and `health`, the detector and the distributor read
-//! the conditions. A service reads a binding whole when it needs more (a `GET`).
+//! the conditions. A service reads a binding whole when it needs more (a `GET`). Nor does any read its
+//! `metadata.managedFields`, skipped as well ([`crate::lean::metadata`]).
 //!
 //! `Api<Watched<ResourceBinding>>` lists and watches the same URL as `Api<ResourceBinding>`
 //! (the same group, version, plural and scope); [`Watched::into_binding`] gives the binding the
@@ -31,7 +32,7 @@ use crate::work::{
 #[derive(Clone, Debug, Deserialize)]
 #[serde(bound = "")]
 pub struct Watched<K> {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lean::metadata")]
     metadata: ObjectMeta,
     #[serde(default)]
     spec: ResourceBindingSpec,
@@ -172,6 +173,7 @@ impl<K: WatchedKind> Resource for Watched<K> {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
@@ -228,12 +230,20 @@ mod tests {
 
     #[test]
     fn a_watched_binding_is_the_binding_without_its_member_statuses() {
-        let binding = binding();
+        let mut binding = binding();
+        binding.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("flotilla-detector".into()),
+            operation: Some("Apply".into()),
+            fields_v1: Some(FieldsV1(json!({"f:spec": {"f:replicas": {}}}))),
+            ..Default::default()
+        }]);
         let json = serde_json::to_vec(&binding).unwrap();
         let watched: Watched<ResourceBinding> = serde_json::from_slice(&json).unwrap();
         let mut expected = binding.clone();
         expected.status.as_mut().unwrap().aggregated_status[0].status = None;
+        expected.metadata.managed_fields = None;
         assert_eq!(watched.into_binding(), expected);
+        binding.metadata.managed_fields = None;
 
         let mut crb = ClusterResourceBinding::new("ns-namespace", Default::default());
         crb.spec.0 = binding.spec.clone();

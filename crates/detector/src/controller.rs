@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use flotilla_api::lean::Lean;
 use flotilla_api::overrides::{
     ClusterOverridePolicy, OverridePolicy, OverridePolicyKind, OverridePolicyStatus,
 };
@@ -859,13 +860,14 @@ impl Detector {
         let (resource, _capabilities) = kube::discovery::pinned_kind(&self.client, &gvk_ref).await?;
         let (cache, writer) = Cache::new();
         let synced = Arc::new(AtomicBool::new(false));
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let api: Api<Lean<DynamicObject>> = Api::all_with(self.client.clone(), &resource);
         let this = Arc::clone(self);
         let flag = Arc::clone(&synced);
         let kind = gvk.clone();
         let converted_kind = gvk.clone();
-        // The cache keeps the metadata and what is read of the content (see crate::content).
-        let convert = move |object: DynamicObject| CachedTemplate::of(&converted_kind, object);
+        // The cache keeps the metadata and what is read of the content (see crate::content);
+        // the watch skips managedFields as it reads them.
+        let convert = move |Lean(object): Lean<DynamicObject>| CachedTemplate::of(&converted_kind, object);
         let task = tokio::spawn(cache::run(api, writer, convert, move |update| match update {
             Update::Applied { new: template, .. } | Update::Deleted(template) => {
                 this.template_changed(&kind, template);

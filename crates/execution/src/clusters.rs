@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use flotilla_api::cluster::{SECRET_CA_DATA_KEY, SECRET_TOKEN_KEY};
 use flotilla_api::conditions;
+use flotilla_api::lean::Lean;
 use flotilla_api::well_known::{
     MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, conditions as condition_types,
     execution_namespace,
@@ -479,14 +480,16 @@ pub fn member_error(cluster: &str, action: impl Into<String>, error: kube::Error
 /// `Api<PartialObjectMeta<_>>` lists and watches with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`
 /// (kube >= 3.1; kube-runtime's deprecated `metadata_watcher` sends the same requests), so the
 /// server sends metadata, not whole objects (`crates/apiserver/tests/kube_client.rs`,
-/// `metadata_only_list_and_watch`).
+/// `metadata_only_list_and_watch`); the metadata's `managedFields` are skipped as they are read
+/// ([`Lean`]).
 pub fn ensure_watch(ctx: &Arc<Context>, member: &Arc<Member>, client: &MemberClient, kind: &Kind) {
     let key = (kind.resource.api_version.clone(), kind.resource.kind.clone());
     let mut watches = member.watches();
     if watches.get(&key).is_some_and(|w| !w.is_finished()) {
         return;
     }
-    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.watch.clone(), &kind.resource);
+    let api: Api<Lean<PartialObjectMeta<DynamicObject>>> =
+        Api::all_with(client.watch.clone(), &kind.resource);
     let queue = member.queue.clone();
     let namespace = member.namespace();
     let shutdown = ctx.shutdown.clone();

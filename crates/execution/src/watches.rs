@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
+use flotilla_api::lean::Lean;
 use flotilla_api::overrides::{ClusterOverridePolicy, OverridePolicy};
 use flotilla_api::watched::Watched;
 use flotilla_api::well_known::cluster_of_execution_namespace;
@@ -122,7 +123,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
         // (or none) and hold nothing.
         let delivered: Arc<Mutex<Option<Work>>> = Arc::default();
         let kept = Arc::clone(&delivered);
-        let convert = move |work: Work| {
+        let convert = move |Lean(work): Lean<Work>| {
             let cached = CachedWork::from(&work);
             *kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(work);
             cached
@@ -177,7 +178,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
         };
         spawn_cache(
             ctx,
-            Api::<Work>::all(client.clone()),
+            Api::<Lean<Work>>::all(client.clone()),
             writers.works,
             convert,
             on_update,
