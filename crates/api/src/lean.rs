@@ -5,9 +5,9 @@
 //! that tree is a [`serde_json::Value`], a map and a string per field, often more values than the
 //! rest of the object. No flotilla controller reads it, and watches used to decode it for every
 //! event of every binding, Work, template and member object, only to drop it
-//! (`flotilla_runtime::watch` clears it before its caches see an object). Half the allocations
-//! of the dependency distributor at N = 10,000 were `fieldsV1` trees (heaptrack, issue 17 round
-//! 29).
+//! (`flotilla_runtime::watch` clears it before its caches see an object). Skipping it took 12%
+//! of the dependency distributor's allocations and 14% of the detector's at N = 10,000
+//! (heaptrack, issue 17 round 29; ADR 0014).
 //!
 //! [`Lean<K>`] decodes `K` with the value of `metadata.managedFields` skipped as it is read, and
 //! is the same resource as `K` (`Api<Lean<K>>` lists and watches `K`'s URL); [`metadata`] does
@@ -72,6 +72,16 @@ impl<K: Resource> Resource for Lean<K> {
 
     fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
         K::plural(dt)
+    }
+
+    /// `K`'s: an `Api<Lean<PartialObjectMeta<_>>>` asks for metadata only, as
+    /// `Api<PartialObjectMeta<_>>` does.
+    fn metadata_api() -> bool {
+        K::metadata_api()
+    }
+
+    fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
+        K::url_path(dt, namespace)
     }
 
     fn meta(&self) -> &ObjectMeta {
@@ -480,5 +490,10 @@ mod tests {
             DynamicObject::url_path(&resource, None)
         );
         assert_eq!(Lean::<DynamicObject>::api_version(&resource), "apps/v1");
+        // Requests ask for what `K`'s would: metadata only for a PartialObjectMeta.
+        assert!(Lean::<PartialObjectMeta<DynamicObject>>::metadata_api());
+        assert!(Lean::<PartialObjectMeta<Deployment>>::metadata_api());
+        assert!(!Lean::<DynamicObject>::metadata_api());
+        assert!(!Lean::<Work>::metadata_api());
     }
 }

@@ -7,6 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use flotilla_api::lean::Lean;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -854,15 +855,29 @@ async fn metadata_only_list_and_watch() {
 
     // kube-runtime's watcher over `Api<PartialObjectMeta<K>>` (and the deprecated
     // `metadata_watcher`, the same requests): the objects it yields are the server's
-    // PartialObjectMetadata, as their type tells, and follow a selector.
+    // PartialObjectMetadata, as their type tells, and follow a selector. The same over
+    // `Api<Lean<PartialObjectMeta<K>>>` (execution's member watches), whose objects come
+    // without their managedFields.
     let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), &ns);
+    let lean_api: Api<Lean<PartialObjectMeta<ConfigMap>>> = Api::namespaced(client.clone(), &ns);
     let selected = watcher::Config::default().labels("managed=true");
+    let unwrapped = |event: watcher::Event<Lean<PartialObjectMeta<ConfigMap>>>| match event {
+        watcher::Event::Apply(Lean(object)) => watcher::Event::Apply(object),
+        watcher::Event::Delete(Lean(object)) => watcher::Event::Delete(object),
+        watcher::Event::InitApply(Lean(object)) => watcher::Event::InitApply(object),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    };
     #[allow(deprecated)]
     let streams = [
-        watcher(meta_api, selected.clone()).boxed(),
-        watcher::metadata_watcher(api.clone(), selected).boxed(),
+        (watcher(meta_api, selected.clone()).boxed(), false),
+        (
+            watcher::metadata_watcher(api.clone(), selected.clone()).boxed(),
+            false,
+        ),
+        (watcher(lean_api, selected).map_ok(unwrapped).boxed(), true),
     ];
-    for mut stream in streams {
+    for (mut stream, lean) in streams {
         let mut names = Vec::new();
         loop {
             match tokio::time::timeout(WAIT, stream.try_next()).await {
@@ -872,6 +887,8 @@ async fn metadata_only_list_and_watch() {
                         (types.api_version.as_str(), types.kind.as_str()),
                         ("meta.k8s.io/v1", "PartialObjectMetadata")
                     );
+                    // The client's create recorded its fields; a lean watch leaves them out.
+                    assert_eq!(object.metadata.managed_fields.is_none(), lean, "{object:?}");
                     names.push(object.metadata.name.clone().unwrap());
                 }
                 Ok(Ok(Some(watcher::Event::InitDone))) => break,
