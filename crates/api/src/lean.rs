@@ -37,13 +37,6 @@ const METADATA: &[&str] = &["managedFields"];
 #[serde(transparent)]
 pub struct Lean<K>(pub K);
 
-impl<K> Lean<K> {
-    /// The object.
-    pub fn into_inner(self) -> K {
-        self.0
-    }
-}
-
 impl<'de, K: Deserialize<'de>> Deserialize<'de> for Lean<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         K::deserialize(Skip::new(deserializer, OBJECT)).map(Lean)

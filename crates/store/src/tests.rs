@@ -351,6 +351,11 @@ fn window(store: &Store) -> Vec<Event> {
         .unwrap_or_default()
 }
 
+/// Every key-value of `snapshot`, in key order.
+fn contents(snapshot: &Snapshot) -> Vec<KeyValue> {
+    snapshot.range("/", None).map(|kv| (**kv).clone()).collect()
+}
+
 /// A mix of creates, updates, deletes, re-creates and several keys per transaction, `rounds`
 /// times over; the values carry their round so that no two are alike.
 async fn churn(store: &Store, rounds: usize) {
@@ -406,9 +411,11 @@ async fn reopen_finds_each_events_value_from_the_next_previous_state() {
             after, kept,
             "window {window_revisions}: every event as it was, values included"
         );
-        let snapshot = store.snapshot();
-        let all = |s: &Snapshot| -> Vec<KeyValue> { s.range("/", None).map(|kv| (**kv).clone()).collect() };
-        assert_eq!(all(&snapshot), all(&before.2), "window {window_revisions}");
+        assert_eq!(
+            contents(&store.snapshot()),
+            contents(&before.2),
+            "window {window_revisions}"
+        );
         // And it goes on the same way: a second life, then a third open.
         churn(&store, 2).await;
         let again = window(&store);
@@ -430,11 +437,7 @@ async fn a_store_with_the_first_log_format_opens_with_its_history_and_moves_it()
         let store = open(&source);
         churn(&store, 3).await;
         let events = window(&store);
-        let state: Vec<KeyValue> = store
-            .snapshot()
-            .range("/", None)
-            .map(|kv| (**kv).clone())
-            .collect();
+        let state = contents(&store.snapshot());
         let revision = store.revision();
         store.close();
         (events, state, revision)
@@ -474,12 +477,7 @@ async fn a_store_with_the_first_log_format_opens_with_its_history_and_moves_it()
         events,
         "the old log's events, values and previous states"
     );
-    let all: Vec<KeyValue> = store
-        .snapshot()
-        .range("/", None)
-        .map(|kv| (**kv).clone())
-        .collect();
-    assert_eq!(all, state);
+    assert_eq!(contents(&store.snapshot()), state);
     // The store goes on from there; the old table is gone and the history holds every revision.
     let (next, _) = committed(store.txn(Txn::new().put("/e", "1")).await.unwrap());
     assert_eq!(next, revision + 1);
