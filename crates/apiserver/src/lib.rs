@@ -179,9 +179,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating --data-dir {}", data_dir.display()))?;
     let store = flotilla_store::Store::open(
-        data_dir.join("store.redb"),
+        data_dir.join("store"),
         flotilla_store::StoreOptions {
             window_revisions: config.watch_window.max(1),
+            // Versions before the write-ahead log kept the store in this one redb file.
+            import_from: Some(data_dir.join("store.redb")),
             ..flotilla_store::StoreOptions::default()
         },
     )

@@ -286,7 +286,7 @@ async fn invalid_policy_gets_an_event_and_freezes_its_templates() {
     env.control_plane.stop();
     {
         let store = flotilla_store::Store::open(
-            env.control_plane.data_dir().join("store.redb"),
+            env.control_plane.data_dir().join("store"),
             flotilla_store::StoreOptions::default(),
         )
         .unwrap();

@@ -18,7 +18,7 @@ fn main() {
 
 async fn run() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("bench.redb"), StoreOptions::default()).unwrap();
+    let store = Store::open(dir.path().join("bench"), StoreOptions::default()).unwrap();
     let value = vec![b'x'; 1024];
     println!("{:<34} {:>12}", "case", "result");
     for clients in [1usize, 16, 64, 256] {
@@ -110,7 +110,7 @@ async fn run() {
             window_revisions: window,
             ..StoreOptions::default()
         };
-        let store = Store::open(dir.path().join("cpu.redb"), options).unwrap();
+        let store = Store::open(dir.path().join("cpu"), options).unwrap();
         let value = vec![b'y'; 4096];
         for i in 0..2_000 {
             store

@@ -1,4 +1,6 @@
-//! On-disk encoding of materialized values and revision-log entries.
+//! On-disk encoding: frames, write-ahead log records and checkpoint entries (the current
+//! format), and the redb tables' values and history records (the format before it, read only to
+//! import such a store).
 //!
 //! The format is a small length-prefixed binary layout owned by this crate alone; decoding is
 //! defensive because the bytes come from disk and a torn or foreign file must surface as
@@ -8,7 +10,153 @@ use std::sync::Arc;
 
 use crate::{Event, EventKind, KeyValue, StoreError};
 
-/// Encodes a materialized value: `create_revision`, `mod_revision`, then the value bytes.
+/// Bytes in front of every frame's payload: its length and its CRC-32, both little-endian.
+pub(crate) const FRAME_HEADER: usize = 8;
+
+/// Appends one frame to `out`: the payload `write` appends, behind its length and CRC-32. A
+/// payload is never empty, so a length of zero (the zeros past a log's last record) ends a
+/// sequence of frames.
+pub(crate) fn put_frame(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER]);
+    write(out);
+    let payload = &out[start + FRAME_HEADER..];
+    let len = payload.len() as u32;
+    let crc = crc32fast::hash(payload);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + FRAME_HEADER].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The frame's length and CRC-32 as its header holds them.
+pub(crate) fn frame_header(header: &[u8; FRAME_HEADER]) -> (usize, u32) {
+    let [a, b, c, d, e, f, g, h] = *header;
+    (
+        u32::from_le_bytes([a, b, c, d]) as usize,
+        u32::from_le_bytes([e, f, g, h]),
+    )
+}
+
+/// What [`next_frame`] found at a position.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Frame<'a> {
+    /// A whole frame whose CRC matches: its payload, and where the next frame starts.
+    Whole(&'a [u8], usize),
+    /// The end of the frames: zeros, or no room left for a header.
+    End,
+    /// Bytes that are not a whole frame: what is wrong with them.
+    Damaged(String),
+}
+
+/// Reads the frame that starts at `pos` in `bytes`.
+pub(crate) fn next_frame(bytes: &[u8], pos: usize) -> Frame<'_> {
+    let Some(header) = bytes
+        .get(pos..pos + FRAME_HEADER)
+        .and_then(|h| <&[u8; FRAME_HEADER]>::try_from(h).ok())
+    else {
+        return Frame::End;
+    };
+    let (len, crc) = frame_header(header);
+    if len == 0 {
+        return Frame::End;
+    }
+    let start = pos + FRAME_HEADER;
+    let Some(payload) = start.checked_add(len).and_then(|end| bytes.get(start..end)) else {
+        return Frame::Damaged(format!(
+            "a frame of {len} bytes runs past the end of the file ({} bytes)",
+            bytes.len()
+        ));
+    };
+    if crc32fast::hash(payload) != crc {
+        return Frame::Damaged(format!("the checksum of a frame of {len} bytes does not match"));
+    }
+    Frame::Whole(payload, start + len)
+}
+
+/// Appends the write-ahead log record of one revision: the revision, then per event its key
+/// and, for a put, the new value with its create revision (its mod revision is the record's).
+/// A delete is an event without a value. The previous state is not written: replaying the log
+/// in order over the checkpoint before it finds it.
+pub(crate) fn put_logged(out: &mut Vec<u8>, revision: u64, events: &[Arc<Event>]) {
+    put_frame(out, |out| {
+        out.extend_from_slice(&revision.to_le_bytes());
+        put_u32(out, events.len() as u32);
+        for event in events {
+            put_bytes(out, event.key.as_bytes());
+            match event.value.as_deref() {
+                Some(kv) => {
+                    out.push(0);
+                    out.extend_from_slice(&kv.create_revision.to_le_bytes());
+                    put_bytes(out, &kv.value);
+                }
+                None => out.push(1),
+            }
+        }
+    });
+}
+
+/// One event of a log record, as [`put_logged`] wrote it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Logged {
+    /// The key.
+    pub key: String,
+    /// A put's create revision and new value; `None` for a delete.
+    pub put: Option<(u64, Vec<u8>)>,
+}
+
+/// Decodes the payload of one log record; `context` names the file and position for errors.
+pub(crate) fn decode_logged(payload: &[u8], context: &str) -> Result<(u64, Vec<Logged>), StoreError> {
+    let mut reader = Reader::new(payload, context);
+    let revision = reader.u64()?;
+    let count = reader.u32()? as usize;
+    let mut events = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        let key = reader.string()?;
+        let put = match reader.u8()? {
+            0 => {
+                let create_revision = reader.u64()?;
+                Some((create_revision, reader.bytes()?.to_vec()))
+            }
+            1 => None,
+            other => return Err(reader.corrupt(&format!("unknown event kind {other}"))),
+        };
+        events.push(Logged { key, put });
+    }
+    if !reader.rest().is_empty() {
+        return Err(reader.corrupt("trailing bytes after the last event"));
+    }
+    Ok((revision, events))
+}
+
+/// Appends one key-value of a checkpoint: key, create revision, mod revision, value.
+pub(crate) fn put_entry(out: &mut Vec<u8>, kv: &KeyValue) {
+    put_bytes(out, kv.key.as_bytes());
+    out.extend_from_slice(&kv.create_revision.to_le_bytes());
+    out.extend_from_slice(&kv.mod_revision.to_le_bytes());
+    put_bytes(out, &kv.value);
+}
+
+/// Decodes the key-values of one checkpoint frame written by [`put_entry`].
+pub(crate) fn decode_entries(payload: &[u8], context: &str) -> Result<Vec<KeyValue>, StoreError> {
+    let mut reader = Reader::new(payload, context);
+    let mut entries = Vec::new();
+    while reader.pos < payload.len() {
+        let key = reader.string()?;
+        let create_revision = reader.u64()?;
+        let mod_revision = reader.u64()?;
+        let value = reader.bytes()?.to_vec();
+        entries.push(KeyValue {
+            key,
+            value,
+            create_revision,
+            mod_revision,
+        });
+    }
+    Ok(entries)
+}
+
+/// Encodes a redb store's materialized value: `create_revision`, `mod_revision`, then the value
+/// bytes. Only tests write it now, to check that such stores are imported.
+#[cfg(test)]
 pub(crate) fn encode_kv(kv: &KeyValue) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + kv.value.len());
     out.extend_from_slice(&kv.create_revision.to_le_bytes());
@@ -33,8 +181,8 @@ pub(crate) fn decode_kv(key: &str, bytes: &[u8]) -> Result<KeyValue, StoreError>
 /// Encodes every event of one revision as one history record: per event its kind, its key and
 /// the key's state before the revision. The state after it is not written: it is the next
 /// record's `prev` of that key, or the `kv` table's value if no later record touches the key
-/// (see `writer::resolve`). Writing it too, as the first log format did, wrote every object
-/// twice (three times on an update) per revision.
+/// (see `legacy::resolve`). Only tests write it now, to check that such stores are imported.
+#[cfg(test)]
 pub(crate) fn encode_history(events: &[Arc<Event>]) -> Vec<u8> {
     let size = events
         .iter()
@@ -109,6 +257,7 @@ pub(crate) struct DecodedEvent {
     pub prev: Option<KeyValue>,
 }
 
+#[cfg(test)]
 fn put_kind(out: &mut Vec<u8>, kind: EventKind) {
     out.push(match kind {
         EventKind::Put => 0,
@@ -125,6 +274,7 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+#[cfg(test)]
 fn put_optional_kv(out: &mut Vec<u8>, kv: Option<&KeyValue>) {
     match kv {
         None => out.push(0),
@@ -333,5 +483,104 @@ mod tests {
             decode_log_v1(7, &bytes[..20]),
             Err(StoreError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn frames_round_trip_and_end_at_zeros() {
+        let mut bytes = Vec::new();
+        put_frame(&mut bytes, |b| b.extend_from_slice(b"first"));
+        put_frame(&mut bytes, |b| b.extend_from_slice(b"second"));
+        let end = bytes.len();
+        bytes.extend_from_slice(&[0; 32]);
+        let Frame::Whole(first, next) = next_frame(&bytes, 0) else {
+            panic!("the first frame is whole");
+        };
+        assert_eq!((first, next), (&b"first"[..], FRAME_HEADER + 5));
+        let Frame::Whole(second, next) = next_frame(&bytes, next) else {
+            panic!("the second frame is whole");
+        };
+        assert_eq!((second, next), (&b"second"[..], end));
+        assert_eq!(next_frame(&bytes, next), Frame::End, "zeros end the frames");
+        assert_eq!(
+            next_frame(&bytes, bytes.len() - 3),
+            Frame::End,
+            "no room for a header"
+        );
+        assert_eq!(next_frame(&bytes[..end], end), Frame::End, "the end of the bytes");
+    }
+
+    #[test]
+    fn damaged_frames_say_what_is_wrong() {
+        let mut bytes = Vec::new();
+        put_frame(&mut bytes, |b| b.extend_from_slice(b"payload"));
+        let cut = next_frame(&bytes[..bytes.len() - 1], 0);
+        assert!(
+            matches!(cut, Frame::Damaged(ref why) if why.contains("runs past the end")),
+            "{cut:?}"
+        );
+        let mut flipped = bytes.clone();
+        flipped[FRAME_HEADER + 2] ^= 1;
+        let flipped = next_frame(&flipped, 0);
+        assert!(
+            matches!(flipped, Frame::Damaged(ref why) if why.contains("checksum")),
+            "{flipped:?}"
+        );
+        let mut huge = bytes.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(next_frame(&huge, 0), Frame::Damaged(_)));
+    }
+
+    #[test]
+    fn log_records_hold_new_values_and_create_revisions_but_no_previous_state() {
+        let events = sample_events();
+        let mut bytes = Vec::new();
+        put_logged(&mut bytes, 7, &events);
+        let Frame::Whole(payload, _) = next_frame(&bytes, 0) else {
+            panic!("one whole frame");
+        };
+        let (revision, logged) = decode_logged(payload, "test").unwrap();
+        assert_eq!(revision, 7);
+        assert_eq!(
+            logged,
+            vec![
+                Logged {
+                    key: "/a".into(),
+                    put: Some((5, b"new".to_vec()))
+                },
+                Logged {
+                    key: "/c".into(),
+                    put: Some((7, b"created".to_vec()))
+                },
+                Logged {
+                    key: "/b".into(),
+                    put: None
+                },
+            ]
+        );
+        assert!(!bytes.windows(3).any(|w| w == b"old"));
+        assert!(!bytes.windows(4).any(|w| w == b"gone"));
+        let mut bad = payload.to_vec();
+        bad[8 + 4 + 4 + 2] = 9; // the first event's kind
+        let err = decode_logged(&bad, "wal-1.log at byte 16").unwrap_err();
+        assert!(
+            matches!(err, StoreError::Corrupt(ref m) if m.contains("wal-1.log at byte 16") && m.contains("kind 9")),
+            "{err}"
+        );
+        assert!(decode_logged(&payload[..payload.len() - 1], "test").is_err());
+    }
+
+    #[test]
+    fn checkpoint_entries_round_trip() {
+        let entries = [
+            kv("/a", b"1", 1, 4),
+            kv("/b/c", b"", 2, 2),
+            kv("/d", &[0xff; 300], 3, 9),
+        ];
+        let mut bytes = Vec::new();
+        for entry in &entries {
+            put_entry(&mut bytes, entry);
+        }
+        assert_eq!(decode_entries(&bytes, "test").unwrap(), entries);
+        assert!(decode_entries(&bytes[..bytes.len() - 1], "test").is_err());
     }
 }

@@ -5,33 +5,36 @@
 //! revisions. Transactions carry conditions (key absent / present / mod revision equals) and
 //! put/delete operations; they commit all-or-nothing.
 //!
-//! - **Durability.** [redb](https://docs.rs/redb) holds a materialized `kv` table and a
-//!   revision log, the `history` table, written in one write transaction with immediate
-//!   durability (fsync). A call to [`Store::txn`] returns only after that fsync, so an
-//!   acknowledged write survives `kill -9` and power loss. A revision's log record holds each
-//!   changed key's previous state, not its new value: that is the next record's previous state
-//!   of the key, or its `kv` value, so each write puts its value on disk once (plus the value it
-//!   replaced, once). Stores written with the first log format (`log`, new values too) are
-//!   moved to `history` when opened.
+//! - **Durability.** A store is a directory: a write-ahead log of segment files, one
+//!   CRC-framed record per revision holding each changed key's new value (`log`), and
+//!   checkpoints of every key-value at one revision (`checkpoint`), as etcd's WAL and snapshots.
+//!   A call to [`Store::txn`] returns only after its record is appended and `fdatasync`ed, so an
+//!   acknowledged write survives `kill -9` and power loss. A start reads the newest checkpoint
+//!   and replays the log after it. Stores of the earlier format (one redb file) are imported
+//!   when opened with [`StoreOptions::import_from`].
 //! - **Group commit.** One writer thread drains every pending transaction, checks their
-//!   conditions in order, writes them all in one redb transaction, applies them to memory,
-//!   publishes the events and only then acknowledges each caller. Throughput therefore grows
-//!   with concurrency instead of being capped at one fsync per write.
+//!   conditions in order, appends them all with one write and one `fdatasync`, applies them to
+//!   memory, publishes the events and only then acknowledges each caller. Throughput therefore
+//!   grows with concurrency instead of being capped at one fsync per write.
+//! - **Checkpoints** are written by a background thread from an O(1) copy of the map, once the
+//!   log has grown by about a checkpoint's size; they delete the log segments they cover.
 //! - **Reads** are served from memory: the state is a persistent ordered map, so a
 //!   [`Snapshot`] is an O(1) clone that stays consistent for as long as it is held.
 //! - **Watch** is served from an in-memory window over the log (bounded by revisions and
-//!   bytes), loaded from disk at start-up so a watcher can resume from a revision older than a
-//!   restart. Older revisions are compacted (in memory and on disk); watching from one yields
-//!   [`WatchError::Compacted`].
+//!   bytes), rebuilt at start-up so a watcher can resume from a revision older than a restart.
+//!   Older revisions are compacted; watching from one yields [`WatchError::Compacted`].
 
+mod checkpoint;
 mod codec;
+mod legacy;
+mod log;
 mod watch;
 mod window;
 mod writer;
 
 use std::fmt;
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use imbl::OrdMap;
@@ -238,15 +241,22 @@ pub enum WatchError {
 /// Tuning of a store.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// Revisions kept in the watch window (and the on-disk log).
+    /// Revisions kept in the watch window.
     pub window_revisions: usize,
     /// Approximate bytes of event data kept in the watch window.
     pub window_bytes: usize,
     /// Most transactions written in one group commit.
     pub max_batch: usize,
-    /// redb's page cache. Reads are served from memory, so the file is only read at start-up;
-    /// redb's 1 GiB default would just pin pages in RSS.
-    pub cache_bytes: usize,
+    /// Size at which a log segment is full and the next one starts.
+    pub segment_bytes: u64,
+    /// Least growth of the log, in bytes, before a checkpoint is taken; past that, a checkpoint
+    /// is taken whenever the log has grown by the newest checkpoint's size.
+    pub checkpoint_bytes: u64,
+    /// A store file of the format before the write-ahead log (one redb file, which versions
+    /// before it kept at `<data-dir>/store.redb`): when the store directory does not exist yet,
+    /// its state, revision and watch window are imported into it, and the file is renamed to
+    /// `<file>.imported`.
+    pub import_from: Option<PathBuf>,
 }
 
 impl Default for StoreOptions {
@@ -255,7 +265,9 @@ impl Default for StoreOptions {
             window_revisions: 100_000,
             window_bytes: 128 << 20,
             max_batch: 4096,
-            cache_bytes: 32 << 20,
+            segment_bytes: 64 << 20,
+            checkpoint_bytes: 64 << 20,
+            import_from: None,
         }
     }
 }
@@ -296,9 +308,10 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (or creates) the store in `path` (a file), loading the state and the log.
-    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
-        let (db, state) = writer::load(path.as_ref(), &options)?;
+    /// Opens (or creates) the store in the directory `dir`, loading its newest checkpoint and
+    /// replaying the log after it. Fails if another process has it open.
+    pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
+        let (opened, state) = writer::load(dir.as_ref(), &options)?;
         let revision = state.revision;
         let (revision_tx, _) = tokio::sync::watch::channel(revision);
         let shared = Arc::new(Shared {
@@ -306,7 +319,7 @@ impl Store {
             revision_tx,
             closed: std::sync::atomic::AtomicBool::new(false),
         });
-        let writer = writer::spawn(db, shared.clone(), options)?;
+        let writer = writer::spawn(opened, shared.clone(), options)?;
         Ok(Store {
             shared,
             writer: Arc::new(writer),
@@ -347,18 +360,9 @@ impl Store {
             });
         }
         let mut map = state.map.clone();
-        let undo = state.window.events_after(revision, "");
+        let events = state.window.events_after(revision, "");
         drop(state);
-        for event in undo.iter().rev() {
-            match &event.prev {
-                Some(prev) => {
-                    map.insert(event.key.clone(), prev.clone());
-                }
-                None => {
-                    map.remove(&event.key);
-                }
-            }
-        }
+        undo(&mut map, &events);
         Ok(Snapshot { map, revision })
     }
 
@@ -402,13 +406,28 @@ impl Store {
         Ok(Watcher::new(self.shared.clone(), prefix.into(), after_revision))
     }
 
-    /// Stops the writer and closes the database file; later writes fail with
+    /// Stops the writer (after a checkpoint being written) and closes the log; later writes fail with
     /// [`StoreError::Closed`] and watchers end with [`WatchError::Closed`].
     pub fn close(&self) {
         let mut closed = self.closed.lock();
         if !*closed {
             *closed = true;
             self.writer.close();
+        }
+    }
+}
+
+/// Takes `events` (in revision order, the newest ones of `map`) back out of `map`: newest first,
+/// each key returns to its state before the event.
+pub(crate) fn undo(map: &mut OrdMap<String, Arc<KeyValue>>, events: &[Arc<Event>]) {
+    for event in events.iter().rev() {
+        match &event.prev {
+            Some(prev) => {
+                map.insert(event.key.clone(), prev.clone());
+            }
+            None => {
+                map.remove(&event.key);
+            }
         }
     }
 }

@@ -1,42 +1,34 @@
-//! The durable side: loading the redb file at start-up and the group-commit writer thread.
+//! The durable side: opening the store directory at start-up (importing a redb store, reading
+//! the newest checkpoint, replaying the log after it) and the group-commit writer thread.
 //!
 //! Exactly one thread mutates the state. It drains every queued transaction, decides each one
-//! against a working copy of the map (an O(1) clone), writes all of them in one redb write
-//! transaction with immediate durability, and only after the fsync swaps the working copy in,
-//! extends the watch window, wakes watchers and acknowledges the callers. A failed disk write
-//! acknowledges every caller of the batch with the error and leaves memory untouched.
+//! against a working copy of the map (an O(1) clone), appends all of them to the log with one
+//! `pwrite` and one `fdatasync`, and only then swaps the working copy in, extends the watch
+//! window, wakes watchers and acknowledges the callers. A failed disk write acknowledges every
+//! caller of the batch with the error and leaves memory untouched. Once the log has grown by
+//! about a checkpoint's size, the thread hands an O(1) copy of the map to a background thread
+//! that writes the next checkpoint and deletes the log it covers.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use imbl::OrdMap;
 use parking_lot::Mutex;
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use crate::codec::{DecodedEvent, decode_history, decode_kv, decode_log_v1, encode_history, encode_kv};
+use crate::codec::{Logged, put_logged};
+use crate::log::{self, Log, io};
 use crate::window::Window;
 use crate::{
     Compare, Event, EventKind, KeyValue, Op, Shared, State, StoreError, StoreOptions, Txn, TxnOutcome,
+    checkpoint, legacy, undo,
 };
-
-pub(crate) const KV: TableDefinition<&str, &[u8]> = TableDefinition::new("kv");
-/// The revision log: one record per revision ([`encode_history`]), contiguous from the oldest
-/// revision not compacted.
-pub(crate) const HISTORY: TableDefinition<u64, &[u8]> = TableDefinition::new("history");
-/// The first format of the revision log ([`decode_log_v1`]), which also held every new value.
-/// A store that has it is moved to [`HISTORY`] when it is opened.
-pub(crate) const LOG_V1: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
-pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-pub(crate) const META_REVISION: &str = "revision";
 
 /// One revision's events, as the window holds them.
 type Revision = (u64, Vec<Arc<Event>>);
-/// One revision's events as its log record holds them.
-type Record = (u64, Vec<DecodedEvent>);
 
 type Reply = oneshot::Sender<Result<TxnOutcome, StoreError>>;
 
@@ -81,64 +73,82 @@ impl Drop for WriterHandle {
     }
 }
 
-fn io<E: Into<redb::Error>>(context: &str) -> impl Fn(E) -> StoreError + '_ {
-    move |e| StoreError::Storage(format!("{context}: {}", e.into()))
+/// The open store directory, handed from [`load`] to the writer thread.
+pub(crate) struct Opened {
+    dir: PathBuf,
+    /// Held (and locked) for as long as the store is open.
+    lock: File,
+    log: Log,
+    checkpoint_revision: u64,
+    /// The newest checkpoint's size.
+    checkpoint_bytes: u64,
+    /// Log bytes after the newest checkpoint.
+    replayed: u64,
 }
 
-/// Opens the database and rebuilds the in-memory state (map, revision, window) from it.
-pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, State), StoreError> {
-    let db = Database::builder()
-        .set_cache_size(options.cache_bytes)
-        .create(path)
-        .map_err(|e| StoreError::Storage(format!("opening {}: {e}", path.display())))?;
+/// Opens the store directory `dir` (creating it, or importing `options.import_from` into it) and
+/// rebuilds the in-memory state (map, revision, window) from its checkpoint and log.
+pub(crate) fn load(dir: &Path, options: &StoreOptions) -> Result<(Opened, State), StoreError> {
+    let legacy_file = options.import_from.as_deref().filter(|f| f.is_file());
+    if let Some(file) = legacy_file
+        && !dir.exists()
     {
-        // Make sure the tables exist so a fresh file reads like an empty store.
-        let wtx = db
-            .begin_write()
-            .map_err(io("beginning the initial transaction"))?;
-        wtx.open_table(KV).map_err(io("creating the kv table"))?;
-        wtx.open_table(HISTORY)
-            .map_err(io("creating the history table"))?;
-        wtx.open_table(META).map_err(io("creating the meta table"))?;
-        wtx.commit().map_err(io("committing the initial transaction"))?;
+        legacy::import(file, dir, options)?;
     }
-    let rtx = db.begin_read().map_err(io("beginning the load transaction"))?;
-    let kv = rtx.open_table(KV).map_err(io("opening the kv table"))?;
-    let mut map: OrdMap<String, Arc<KeyValue>> = OrdMap::new();
-    for entry in kv.iter().map_err(io("reading the kv table"))? {
-        let (key, value) = entry.map_err(io("reading the kv table"))?;
-        let key = key.value().to_owned();
-        let decoded = decode_kv(&key, value.value())?;
-        map.insert(key, Arc::new(decoded));
+    std::fs::create_dir_all(dir).map_err(io(dir, "creating"))?;
+    let lock_path = dir.join("LOCK");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io(&lock_path, "opening"))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(|e| {
+        StoreError::Storage(format!(
+            "the store in {} is open in another process ({e}): stop the flotilla-apiserver that \
+             uses this --data-dir first",
+            dir.display()
+        ))
+    })?;
+    if let Some(file) = legacy_file {
+        // Imported (now, or by an earlier start that stopped before this rename).
+        let mut done = file.as_os_str().to_owned();
+        done.push(".imported");
+        std::fs::rename(file, &done).map_err(io(file, "renaming the imported store file"))?;
+        tracing::info!(
+            file = %Path::new(&done).display(),
+            "the redb store file was imported and is no longer read; it can be deleted"
+        );
     }
-    let meta = rtx.open_table(META).map_err(io("opening the meta table"))?;
-    let mut revision = meta
-        .get(META_REVISION)
-        .map_err(io("reading the revision"))?
-        .map(|v| v.value())
-        .unwrap_or(0);
 
-    let mut records = read_records(&rtx, LOG_V1, decode_log_v1)?;
-    let first_format = records.len();
-    records.extend(read_records(&rtx, HISTORY, decode_history)?);
-    drop((kv, meta, rtx));
-    let records = resolve(&map, records)?;
-    if first_format > 0 {
-        migrate(&db, &records[..first_format])?;
-    }
-    if let Some((last, _)) = records.last() {
-        revision = revision.max(*last);
-    }
-    let first_logged = records.first().map(|(rev, _)| *rev);
-    // Revisions are contiguous in the log; anything before its first entry is compacted.
-    let compacted = first_logged.map_or(revision, |first| first - 1);
-    let mut window = Window::new(compacted, options.window_revisions, options.window_bytes);
-    for (_, events) in records {
+    let checkpoint::Checkpoint {
+        revision: checkpoint_revision,
+        mut map,
+        bytes: checkpoint_bytes,
+    } = checkpoint::read_newest(dir)?.unwrap_or_default();
+    let mut window = Window::new(
+        checkpoint_revision,
+        options.window_revisions,
+        options.window_bytes,
+    );
+    let mut revision = checkpoint_revision;
+    let (tail, replayed) = log::replay(dir, checkpoint_revision, |rev, events| {
+        let events = apply_logged(&mut map, rev, events)?;
         window.push_revision(events);
-    }
-    window.trim();
+        window.trim();
+        revision = rev;
+        Ok(())
+    })?;
+    let log = Log::open(dir, tail, revision + 1, options.segment_bytes)?;
     Ok((
-        db,
+        Opened {
+            dir: dir.to_owned(),
+            lock,
+            log,
+            checkpoint_revision,
+            checkpoint_bytes,
+            replayed,
+        },
         State {
             map,
             revision,
@@ -147,111 +157,98 @@ pub(crate) fn load(path: &Path, options: &StoreOptions) -> Result<(Database, Sta
     ))
 }
 
-/// The records of one log table in revision order, decoded by `decode`; none if the table does
-/// not exist.
-fn read_records(
-    rtx: &redb::ReadTransaction,
-    table: TableDefinition<u64, &[u8]>,
-    decode: fn(u64, &[u8]) -> Result<Vec<DecodedEvent>, StoreError>,
-) -> Result<Vec<Record>, StoreError> {
-    let table = match rtx.open_table(table) {
-        Ok(table) => table,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(io("opening the revision log")(e)),
-    };
-    let mut records = Vec::new();
-    for entry in table.iter().map_err(io("reading the revision log"))? {
-        let (rev, bytes) = entry.map_err(io("reading the revision log"))?;
-        records.push((rev.value(), decode(rev.value(), bytes.value())?));
-    }
-    Ok(records)
-}
-
-/// The events of `records` (oldest first, contiguous) with their new values, which the records do
-/// not hold: a key's state after a revision is its `prev` in the next record that touches it, or
-/// its value in `map` (the `kv` table) if none does. Walking back from the present finds each
-/// one; a value is one `Arc` shared by the event that wrote it, the next event's `prev` and the
-/// live map, as in memory before the restart.
-fn resolve(map: &OrdMap<String, Arc<KeyValue>>, records: Vec<Record>) -> Result<Vec<Revision>, StoreError> {
-    // Per key touched so far: its state just after the revision being read.
-    let mut after: HashMap<String, Option<Arc<KeyValue>>> = HashMap::new();
-    let mut resolved = Vec::with_capacity(records.len());
-    for (revision, events) in records.into_iter().rev() {
-        let mut built = Vec::with_capacity(events.len());
-        for event in events {
-            let state = match after.remove(&event.key) {
-                Some(state) => state,
-                None => map.get(&event.key).cloned(),
-            };
-            let value = match (event.kind, state) {
-                (EventKind::Put, Some(kv)) if kv.mod_revision == revision => Some(kv),
-                (EventKind::Delete, None) => None,
-                (kind, state) => {
-                    return Err(StoreError::Corrupt(format!(
-                        "revision {revision}: the log records a {kind:?} of {:?}, but the next state \
-                         of that key is {}",
-                        event.key,
-                        state.map_or("absent".to_owned(), |kv| format!("revision {}", kv.mod_revision)),
-                    )));
+/// Applies one replayed log record to `map`; returns its events as the window holds them (each
+/// with the key's previous state, found in `map`).
+fn apply_logged(
+    map: &mut OrdMap<String, Arc<KeyValue>>,
+    revision: u64,
+    logged: Vec<Logged>,
+) -> Result<Vec<Arc<Event>>, StoreError> {
+    let mut events = Vec::with_capacity(logged.len());
+    for Logged { key, put } in logged {
+        let event = match put {
+            Some((create_revision, value)) => {
+                let kv = Arc::new(KeyValue {
+                    key: key.clone(),
+                    value,
+                    create_revision,
+                    mod_revision: revision,
+                });
+                let prev = map.insert(key.clone(), kv.clone());
+                Event {
+                    revision,
+                    kind: EventKind::Put,
+                    key,
+                    value: Some(kv),
+                    prev,
                 }
-            };
-            let prev = event.prev.map(Arc::new);
-            after.insert(event.key.clone(), prev.clone());
-            built.push(Arc::new(Event {
-                revision,
-                kind: event.kind,
-                key: event.key,
-                value,
-                prev,
-            }));
-        }
-        resolved.push((revision, built));
+            }
+            None => {
+                let Some(prev) = map.remove(&key) else {
+                    return Err(StoreError::Corrupt(format!(
+                        "revision {revision}: the log deletes {key:?}, which does not exist at that \
+                         revision"
+                    )));
+                };
+                Event {
+                    revision,
+                    kind: EventKind::Delete,
+                    key,
+                    value: None,
+                    prev: Some(prev),
+                }
+            }
+        };
+        events.push(Arc::new(event));
     }
-    resolved.reverse();
-    Ok(resolved)
+    Ok(events)
 }
 
-/// Moves a store's first-format log (`records`, resolved) to the history table, in one write
-/// transaction: a crash leaves either format whole.
-fn migrate(db: &Database, records: &[Revision]) -> Result<(), StoreError> {
-    let wtx = db
-        .begin_write()
-        .map_err(io("beginning the move of the revision log"))?;
-    {
-        let mut history = wtx.open_table(HISTORY).map_err(io("opening the history table"))?;
-        for (rev, events) in records {
-            history
-                .insert(*rev, encode_history(events).as_slice())
-                .map_err(io("writing the history table"))?;
-        }
+/// Writes a new store's first checkpoint and log into the empty directory `dir` from `state` (an
+/// imported store): the checkpoint at the window's oldest revision, then the window's revisions
+/// in the log, so that the window is rebuilt at every start.
+pub(crate) fn write_initial(dir: &Path, state: &State, options: &StoreOptions) -> Result<(), StoreError> {
+    let at = state.window.compacted;
+    let events = state.window.events_after(at, "");
+    let mut map = state.map.clone();
+    undo(&mut map, &events);
+    checkpoint::write(dir, at, &map)?;
+    let mut log = Log::open(dir, None, at + 1, options.segment_bytes)?;
+    let mut records = Vec::new();
+    for group in events.chunk_by(|a, b| a.revision == b.revision) {
+        put_logged(&mut records, group[0].revision, group);
     }
-    wtx.delete_table(LOG_V1)
-        .map_err(io("deleting the first-format log table"))?;
-    wtx.commit()
-        .map_err(io("committing the move of the revision log"))?;
-    tracing::info!(
-        revisions = records.len(),
-        "moved the store's revision log to the history table"
-    );
+    if !records.is_empty() {
+        log.append(at + 1, &records)?;
+    }
     Ok(())
 }
 
 /// Starts the writer thread.
 pub(crate) fn spawn(
-    db: Database,
+    opened: Opened,
     shared: Arc<Shared>,
     options: StoreOptions,
 ) -> Result<WriterHandle, StoreError> {
     let (tx, rx) = mpsc::channel();
-    let disk_compacted = shared.state.read().window.compacted;
     let thread = std::thread::Builder::new()
         .name("flotilla-store-writer".into())
         .spawn(move || {
+            let checkpoints = Checkpoints {
+                dir: opened.dir.clone(),
+                revision: opened.checkpoint_revision,
+                min_bytes: options.checkpoint_bytes,
+                threshold: opened.checkpoint_bytes.max(options.checkpoint_bytes),
+                since: opened.replayed,
+                running: None,
+            };
             let mut writer = Writer {
-                db,
+                log: opened.log,
+                _lock: opened.lock,
                 shared,
                 max_batch: options.max_batch.max(1),
-                disk_compacted,
+                records: Vec::new(),
+                checkpoints,
             };
             writer.run(rx);
         })
@@ -263,11 +260,85 @@ pub(crate) fn spawn(
 }
 
 struct Writer {
-    db: Database,
+    log: Log,
+    _lock: File,
     shared: Arc<Shared>,
     max_batch: usize,
-    /// Log entries `<=` this are already deleted from disk.
-    disk_compacted: u64,
+    /// The records of the batch being written (kept to reuse its allocation).
+    records: Vec<u8>,
+    checkpoints: Checkpoints,
+}
+
+/// When to take the next checkpoint, and the one being written.
+struct Checkpoints {
+    dir: PathBuf,
+    /// Revision of the newest checkpoint written.
+    revision: u64,
+    min_bytes: u64,
+    /// Log bytes after which the next checkpoint is taken: the newest checkpoint's size, at
+    /// least `min_bytes`, so that the log never holds much more than the state it rebuilds.
+    threshold: u64,
+    /// Log bytes appended since the newest checkpoint was taken.
+    since: u64,
+    /// The background thread writing a checkpoint: its revision and size when done.
+    running: Option<JoinHandle<Result<(u64, u64), StoreError>>>,
+}
+
+impl Checkpoints {
+    /// Collects a finished checkpoint; with `wait`, waits for a running one.
+    fn collect(&mut self, wait: bool) {
+        if !wait && !self.running.as_ref().is_some_and(|t| t.is_finished()) {
+            return;
+        }
+        let Some(thread) = self.running.take() else {
+            return;
+        };
+        match thread.join() {
+            Ok(Ok((revision, bytes))) => {
+                self.revision = revision;
+                self.threshold = bytes.max(self.min_bytes);
+                tracing::debug!(revision, bytes, "store checkpoint written");
+            }
+            Ok(Err(err)) => tracing::warn!(
+                error = %err,
+                "writing a store checkpoint failed; the log still holds every revision, and the \
+                 next checkpoint tries again"
+            ),
+            Err(_) => tracing::error!("the store checkpoint thread panicked"),
+        }
+    }
+
+    /// Starts a checkpoint at the window's oldest revision once the log has grown enough and
+    /// the window has moved past the newest checkpoint.
+    fn maybe_start(&mut self, shared: &Shared) {
+        self.collect(false);
+        if self.running.is_some() || self.since < self.threshold {
+            return;
+        }
+        let (mut map, events, at) = {
+            let state = shared.state.read();
+            let at = state.window.compacted;
+            if at <= self.revision {
+                return;
+            }
+            (state.map.clone(), state.window.events_after(at, ""), at)
+        };
+        self.since = 0;
+        let dir = self.dir.clone();
+        let started = std::thread::Builder::new()
+            .name("flotilla-store-checkpoint".into())
+            .spawn(move || {
+                undo(&mut map, &events);
+                drop(events);
+                let bytes = checkpoint::write(&dir, at, &map)?;
+                checkpoint::prune(&dir, at)?;
+                Ok((at, bytes))
+            });
+        match started {
+            Ok(thread) => self.running = Some(thread),
+            Err(err) => tracing::warn!(error = %err, "starting the store checkpoint thread failed"),
+        }
+    }
 }
 
 struct Decided {
@@ -295,6 +366,7 @@ impl Writer {
                 }
             }
             self.commit_batch(batch);
+            self.checkpoints.maybe_start(&self.shared);
         }
         // Fail whatever is still queued instead of leaving callers hanging.
         while let Ok(msg) = rx.try_recv() {
@@ -302,6 +374,7 @@ impl Writer {
                 let _ = reply.send(Err(StoreError::Closed));
             }
         }
+        self.checkpoints.collect(true);
         self.shared
             .closed
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -310,14 +383,13 @@ impl Writer {
     }
 
     fn commit_batch(&mut self, batch: Vec<(Txn, Reply)>) {
-        let (mut map, base_revision, compacted) = {
+        let (mut map, base_revision) = {
             let state = self.shared.state.read();
-            (state.map.clone(), state.revision, state.window.compacted)
+            (state.map.clone(), state.revision)
         };
         let mut revision = base_revision;
         let mut decided = Vec::with_capacity(batch.len());
         let mut revisions: Vec<Revision> = Vec::new();
-        let mut touched: BTreeMap<String, Option<Arc<KeyValue>>> = BTreeMap::new();
 
         for (txn, reply) in batch {
             if let Some(failed) = check_conditions(&map, &txn) {
@@ -341,7 +413,6 @@ impl Writer {
                             mod_revision: next,
                         });
                         map.insert(key.clone(), kv.clone());
-                        touched.insert(key.clone(), Some(kv.clone()));
                         // Several writes to one key in one transaction make one event whose
                         // `prev` is the state before the transaction.
                         let before = take_event(&mut events, &key).map_or(prev, |e| e.prev.clone());
@@ -357,7 +428,6 @@ impl Writer {
                     Op::Delete { key } => {
                         let prev = map.remove(&key);
                         if prev.is_some() {
-                            touched.insert(key.clone(), None);
                             let before =
                                 take_event(&mut events, &key).map_or(prev.clone(), |e| e.prev.clone());
                             if let Some(before) = before {
@@ -393,7 +463,7 @@ impl Writer {
         }
 
         if !revisions.is_empty()
-            && let Err(err) = self.write(&touched, &revisions, revision, compacted)
+            && let Err(err) = self.write(&revisions, base_revision + 1)
         {
             tracing::error!(error = %err, "group commit failed; the batch is rejected");
             for d in decided {
@@ -418,49 +488,18 @@ impl Writer {
         }
     }
 
-    fn write(
-        &mut self,
-        touched: &BTreeMap<String, Option<Arc<KeyValue>>>,
-        revisions: &[Revision],
-        revision: u64,
-        compacted: u64,
-    ) -> Result<(), StoreError> {
-        let mut wtx = self
-            .db
-            .begin_write()
-            .map_err(io("beginning a write transaction"))?;
-        wtx.set_durability(Durability::Immediate)
-            .map_err(|e| StoreError::Storage(format!("setting durability: {e}")))?;
-        {
-            let mut kv = wtx.open_table(KV).map_err(io("opening the kv table"))?;
-            for (key, value) in touched {
-                match value {
-                    Some(v) => {
-                        kv.insert(key.as_str(), encode_kv(v).as_slice())
-                            .map_err(io("writing the kv table"))?;
-                    }
-                    None => {
-                        kv.remove(key.as_str()).map_err(io("writing the kv table"))?;
-                    }
-                }
-            }
-            let mut history = wtx.open_table(HISTORY).map_err(io("opening the history table"))?;
-            for (rev, events) in revisions {
-                history
-                    .insert(*rev, encode_history(events).as_slice())
-                    .map_err(io("writing the history table"))?;
-            }
-            if compacted > self.disk_compacted {
-                history
-                    .retain_in(self.disk_compacted..=compacted, |_, _| false)
-                    .map_err(io("compacting the history table"))?;
-            }
-            let mut meta = wtx.open_table(META).map_err(io("opening the meta table"))?;
-            meta.insert(META_REVISION, revision)
-                .map_err(io("writing the revision"))?;
+    /// Appends the batch's revisions (the first of them `first`) to the log, durably.
+    fn write(&mut self, revisions: &[Revision], first: u64) -> Result<(), StoreError> {
+        self.records.clear();
+        for (rev, events) in revisions {
+            put_logged(&mut self.records, *rev, events);
         }
-        wtx.commit().map_err(io("committing"))?;
-        self.disk_compacted = self.disk_compacted.max(compacted);
+        self.log.append(first, &self.records)?;
+        self.checkpoints.since += self.records.len() as u64;
+        if self.records.capacity() > 16 << 20 {
+            // One very large batch should not pin its buffer for the life of the store.
+            self.records = Vec::new();
+        }
         Ok(())
     }
 }

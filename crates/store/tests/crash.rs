@@ -12,6 +12,22 @@ use std::time::{Duration, Instant};
 use flotilla_store::{EventKind, Store, StoreOptions, Txn, TxnOutcome};
 
 const DIR_ENV: &str = "FLOTILLA_STORE_CRASH_DIR";
+/// Set (to anything) for a child whose log rolls segments and takes checkpoints every few
+/// hundred writes, so that the kill lands among them.
+const SMALL_ENV: &str = "FLOTILLA_STORE_CRASH_SMALL_LOG";
+
+fn options(small: bool) -> StoreOptions {
+    if small {
+        StoreOptions {
+            window_revisions: 500,
+            segment_bytes: 16 << 10,
+            checkpoint_bytes: 24 << 10,
+            ..StoreOptions::default()
+        }
+    } else {
+        StoreOptions::default()
+    }
+}
 
 /// The child half: runs only when re-executed by `acknowledged_writes_survive_sigkill`.
 #[test]
@@ -25,7 +41,8 @@ fn crash_child_writer() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let store = Store::open(format!("{dir}/db.redb"), StoreOptions::default()).unwrap();
+        let small = std::env::var_os(SMALL_ENV).is_some();
+        let store = Store::open(format!("{dir}/store"), options(small)).unwrap();
         let mut tasks = Vec::new();
         for client in 0..8 {
             let store = store.clone();
@@ -51,8 +68,21 @@ fn crash_child_writer() {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
+    crash_and_check(false);
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_among_segment_rolls_and_checkpoints() {
+    crash_and_check(true);
+}
+
+fn crash_and_check(small: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if small {
+        command.env(SMALL_ENV, "1");
+    }
+    let mut child = command
         .args([
             "--exact",
             "crash_child_writer",
@@ -86,7 +116,7 @@ fn acknowledged_writes_survive_sigkill() {
         acked.len()
     );
 
-    let store = Store::open(dir.path().join("db.redb"), StoreOptions::default()).unwrap();
+    let store = Store::open(dir.path().join("store"), options(small)).unwrap();
     let max_acked = acked.values().map(|(_, rev)| *rev).max().unwrap();
     assert!(store.revision() >= max_acked, "revision went backwards");
     for (key, (value, rev)) in &acked {
@@ -96,10 +126,15 @@ fn acknowledged_writes_survive_sigkill() {
         assert_eq!(String::from_utf8_lossy(&kv.value), *value);
         assert_eq!(kv.mod_revision, *rev);
     }
-    // The log replays every write up to the state we recovered, once, in order.
-    let mut watcher = store.watch("/crash/", 0).unwrap();
+    // The log replays every write of the window up to the state we recovered, once, in order
+    // (with a small log, the window is the newest revisions, the rest is in a checkpoint).
+    let mut watcher = store.watch("/crash/", store.compacted_revision()).unwrap();
     let batch = watcher.poll().unwrap().unwrap();
-    assert_eq!(batch.events.len() as u64, store.revision());
+    assert_eq!(
+        batch.events.len() as u64,
+        store.revision() - store.compacted_revision()
+    );
+    assert_eq!(batch.events.last().unwrap().revision, store.revision());
     assert!(batch.events.iter().all(|e| e.kind == EventKind::Put));
     assert!(
         batch
@@ -125,7 +160,7 @@ fn acknowledged_writes_survive_sigkill() {
 #[test]
 fn watcher_resumes_across_reopen_without_gaps_or_duplicates() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.redb");
+    let path = dir.path().join("store");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
