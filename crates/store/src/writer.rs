@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use imbl::OrdMap;
 use parking_lot::Mutex;
@@ -269,6 +270,9 @@ struct Writer {
     checkpoints: Checkpoints,
 }
 
+/// A checkpoint written: its revision, its size in bytes and how long it took.
+type Written = (u64, u64, Duration);
+
 /// When to take the next checkpoint, and the one being written.
 struct Checkpoints {
     dir: PathBuf,
@@ -280,8 +284,8 @@ struct Checkpoints {
     threshold: u64,
     /// Log bytes appended since the newest checkpoint was taken.
     since: u64,
-    /// The background thread writing a checkpoint: its revision and size when done.
-    running: Option<JoinHandle<Result<(u64, u64), StoreError>>>,
+    /// The background thread writing a checkpoint.
+    running: Option<JoinHandle<Result<Written, StoreError>>>,
 }
 
 impl Checkpoints {
@@ -294,10 +298,15 @@ impl Checkpoints {
             return;
         };
         match thread.join() {
-            Ok(Ok((revision, bytes))) => {
+            Ok(Ok((revision, bytes, took))) => {
                 self.revision = revision;
                 self.threshold = bytes.max(self.min_bytes);
-                tracing::debug!(revision, bytes, "store checkpoint written");
+                tracing::info!(
+                    revision,
+                    bytes,
+                    seconds = took.as_secs_f64(),
+                    "store checkpoint written; the log before it is deleted"
+                );
             }
             Ok(Err(err)) => tracing::warn!(
                 error = %err,
@@ -328,11 +337,12 @@ impl Checkpoints {
         let started = std::thread::Builder::new()
             .name("flotilla-store-checkpoint".into())
             .spawn(move || {
+                let started = Instant::now();
                 undo(&mut map, &events);
                 drop(events);
                 let bytes = checkpoint::write(&dir, at, &map)?;
                 checkpoint::prune(&dir, at)?;
-                Ok((at, bytes))
+                Ok((at, bytes, started.elapsed()))
             });
         match started {
             Ok(thread) => self.running = Some(thread),
