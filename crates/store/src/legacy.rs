@@ -55,7 +55,7 @@ pub(crate) fn import(file: &Path, dir: &Path, options: &StoreOptions) -> Result<
         to = %dir.display(),
         revision = state.revision,
         keys = state.map.len(),
-        window_revisions = state.window.len(),
+        window_events = state.window.len(),
         "imported the store from its redb file"
     );
     Ok(())

@@ -406,8 +406,8 @@ impl Store {
         Ok(Watcher::new(self.shared.clone(), prefix.into(), after_revision))
     }
 
-    /// Stops the writer (after a checkpoint being written) and closes the log; later writes fail with
-    /// [`StoreError::Closed`] and watchers end with [`WatchError::Closed`].
+    /// Stops the writer (once a checkpoint being written is done) and closes the log; later
+    /// writes fail with [`StoreError::Closed`] and watchers end with [`WatchError::Closed`].
     pub fn close(&self) {
         let mut closed = self.closed.lock();
         if !*closed {

@@ -717,24 +717,29 @@ async fn a_write_cut_short_at_the_end_of_the_log_is_dropped_and_zeroed() {
     assert_eq!(store.get("/a").unwrap().value, b"1");
 }
 
-#[tokio::test]
-async fn damage_before_the_end_of_the_log_is_reported_corrupt_naming_the_file() {
+/// A closed store of `count` puts of 100 bytes (revisions 1 to `count`) in segments of 200
+/// bytes, one or two records each; its directory (held for the test), path and options.
+async fn small_segments(count: usize) -> (tempfile::TempDir, PathBuf, StoreOptions) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     let options = StoreOptions {
         segment_bytes: 200,
         ..StoreOptions::default()
     };
-    {
-        let store = Store::open(&path, options.clone()).unwrap();
-        for i in 0..10 {
-            store
-                .txn(Txn::new().put(format!("/k/{i}"), "x".repeat(100)))
-                .await
-                .unwrap();
-        }
-        store.close();
+    let store = Store::open(&path, options.clone()).unwrap();
+    for i in 0..count {
+        store
+            .txn(Txn::new().put(format!("/k/{i}"), "x".repeat(100)))
+            .await
+            .unwrap();
     }
+    store.close();
+    (dir, path, options)
+}
+
+#[tokio::test]
+async fn damage_before_the_end_of_the_log_is_reported_corrupt_naming_the_file() {
+    let (_dir, path, options) = small_segments(10).await;
     let segments = files(&path, "wal-");
     assert!(segments.len() > 2, "{segments:?}");
     // Flip a byte inside the first segment's first record: newer segments follow it.
@@ -764,23 +769,8 @@ async fn damage_before_the_end_of_the_log_is_reported_corrupt_naming_the_file() 
 
 #[tokio::test]
 async fn a_segment_whose_creation_did_not_finish_is_removed_and_a_damaged_header_is_corrupt() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store");
-    let options = StoreOptions {
-        segment_bytes: 200,
-        ..StoreOptions::default()
-    };
-    {
-        let store = Store::open(&path, options.clone()).unwrap();
-        for i in 0..4 {
-            store
-                .txn(Txn::new().put(format!("/k/{i}"), "x".repeat(100)))
-                .await
-                .unwrap();
-        }
-        store.close();
-    }
-    let segments = files(&path, "wal-");
+    let (_dir, path, options) = small_segments(4).await;
+    assert!(files(&path, "wal-").len() > 1);
     // The next segment, created when the power went: its name is there, its header and zeros
     // were not written yet.
     let unfinished = path.join("wal-00000000000000000005.log");
@@ -795,7 +785,6 @@ async fn a_segment_whose_creation_did_not_finish_is_removed_and_a_damaged_header
     store.close();
     // The same damage to the header of a segment that holds records is corruption.
     let newest = path.join(files(&path, "wal-").pop().unwrap());
-    assert!(!segments.is_empty());
     let mut bytes = std::fs::read(&newest).unwrap();
     bytes[..16].fill(0);
     std::fs::write(&newest, &bytes).unwrap();
