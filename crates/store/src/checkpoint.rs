@@ -80,18 +80,19 @@ pub(crate) fn write(
         b.extend_from_slice(&revision.to_le_bytes());
         b.extend_from_slice(&(map.len() as u64).to_le_bytes());
     });
-    let mut entries = Vec::with_capacity(BLOCK);
-    for kv in map.values() {
-        codec::put_entry(&mut entries, kv);
-        if entries.len() >= BLOCK {
-            codec::put_frame(&mut block, |b| b.extend_from_slice(&entries));
-            emit(&mut out, &block)?;
-            block.clear();
-            entries.clear();
-        }
-    }
-    if !entries.is_empty() {
-        codec::put_frame(&mut block, |b| b.extend_from_slice(&entries));
+    let mut values = map.values().peekable();
+    while values.peek().is_some() {
+        // Key-values go straight into the frame until it holds about a block.
+        codec::put_frame(&mut block, |b| {
+            for kv in values.by_ref() {
+                codec::put_entry(b, kv);
+                if b.len() >= BLOCK {
+                    break;
+                }
+            }
+        });
+        emit(&mut out, &block)?;
+        block.clear();
     }
     block.extend_from_slice(&[0; FRAME_HEADER]);
     emit(&mut out, &block)?;

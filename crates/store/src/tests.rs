@@ -867,3 +867,28 @@ async fn a_batch_larger_than_a_segment_starts_a_segment_of_its_own() {
     assert_eq!(store.get("/small").unwrap().value, b"2");
     assert_eq!(store.revision(), 3);
 }
+
+#[test]
+fn checkpoints_of_an_empty_map_and_of_several_frames_read_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(checkpoint::write(dir.path(), 3, &OrdMap::new()).unwrap() > 0);
+    let empty = checkpoint::read_newest(dir.path()).unwrap().unwrap();
+    assert_eq!((empty.revision, empty.map.len()), (3, 0));
+    // About 3 MiB of key-values: three or four frames of about a block each.
+    let mut map = OrdMap::new();
+    for i in 0..300u64 {
+        let key = format!("/k/{i:03}");
+        let kv = KeyValue {
+            key: key.clone(),
+            value: vec![(i % 251) as u8; 10_000],
+            create_revision: i + 1,
+            mod_revision: i + 4,
+        };
+        map.insert(key, Arc::new(kv));
+    }
+    let bytes = checkpoint::write(dir.path(), 7, &map).unwrap();
+    assert!(bytes > 3_000_000, "{bytes}");
+    let read = checkpoint::read_newest(dir.path()).unwrap().unwrap();
+    assert_eq!((read.revision, read.bytes), (7, bytes));
+    assert_eq!(read.map, map);
+}
