@@ -16,6 +16,7 @@
 //! | [`stats`] | percentiles and tables |
 
 pub mod arrivals;
+pub mod disk;
 pub mod footprint;
 pub mod install;
 pub mod plot;
@@ -400,6 +401,13 @@ pub fn comparison(baseline: &Report, current: &Report) -> String {
                 "services RSS after MiB".to_owned(),
                 Some(f.services_total.rss_after_mib),
             ));
+            if let Some(d) = &f.device_writes {
+                out.push(("device writes MiB".to_owned(), Some(d.mib)));
+                out.push((
+                    "device writes KiB per member object".to_owned(),
+                    Some(d.kib_per_member_object),
+                ));
+            }
             for p in &f.processes {
                 out.push((format!("{} peak RSS MiB", p.name), Some(p.rss_peak_mib)));
             }
@@ -536,6 +544,34 @@ mod tests {
         );
         // Figures neither run measured have no row.
         assert!(!table.contains("latency"), "{table}");
+    }
+
+    #[test]
+    fn the_comparison_has_device_writes_when_both_runs_counted_them() {
+        let with_device = |mib: f64| {
+            let mut report = throughput_report(6.0);
+            let mut footprint = scenarios::FootprintReport::new(100, Vec::new(), None);
+            footprint.device_writes = Some(scenarios::DeviceWrites {
+                device: "254:0".to_owned(),
+                mib,
+                kib_per_member_object: mib * 1024.0 / 600.0,
+            });
+            report.footprint = Some(footprint);
+            report
+        };
+        let table = comparison(&with_device(600.0), &with_device(150.0));
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("device writes MiB"))
+            .unwrap_or_else(|| panic!("no device writes row in\n{table}"));
+        assert!(
+            row.contains("600.00") && row.contains("150.00") && row.contains("x0.25"),
+            "{row}"
+        );
+        assert!(table.contains("device writes KiB per member object"), "{table}");
+        // Without a device on either side there is no row.
+        let table = comparison(&throughput_report(6.0), &throughput_report(3.0));
+        assert!(!table.contains("device writes"), "{table}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::arrivals::{Arrivals, Kind, Writes};
+use super::disk;
 use super::footprint::{ProcessFootprint, Window};
 use super::stats::{Percentiles, percentiles, round, table};
 use super::workload::{self, names};
@@ -267,10 +268,40 @@ pub struct FootprintReport {
     pub processes: Vec<ProcessFootprint>,
     /// The four services together.
     pub services_total: ProcessFootprint,
+    /// What the data directory's block device wrote from the first create until the run
+    /// settled; none when the directory is on no block device (tmpfs, overlayfs).
+    pub device_writes: Option<DeviceWrites>,
+}
+
+/// Bytes a block device wrote over a throughput run (every writer on it: the API servers'
+/// stores and logs, and anything else running on the machine).
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceWrites {
+    /// `<major>:<minor>`.
+    pub device: String,
+    /// MiB written.
+    pub mib: f64,
+    /// KiB written per member object.
+    pub kib_per_member_object: f64,
+}
+
+impl DeviceWrites {
+    fn between(device: &disk::Device, before: Option<u64>, member_objects: usize) -> Option<DeviceWrites> {
+        let bytes = device.written_bytes()?.checked_sub(before?)?;
+        Some(DeviceWrites {
+            device: device.name.clone(),
+            mib: round(bytes as f64 / (1024.0 * 1024.0), 1),
+            kib_per_member_object: round(bytes as f64 / 1024.0 / member_objects.max(1) as f64, 2),
+        })
+    }
 }
 
 impl FootprintReport {
-    fn new(templates: usize, processes: Vec<ProcessFootprint>) -> FootprintReport {
+    pub(crate) fn new(
+        templates: usize,
+        processes: Vec<ProcessFootprint>,
+        device_writes: Option<DeviceWrites>,
+    ) -> FootprintReport {
         let services: Vec<&ProcessFootprint> = processes
             .iter()
             .filter(|p| super::install::SERVICES.contains(&p.name.as_str()))
@@ -285,6 +316,7 @@ impl FootprintReport {
                 cpu_seconds: sum(|p| p.cpu_seconds),
             },
             processes,
+            device_writes,
         }
     }
 
@@ -309,8 +341,15 @@ impl FootprintReport {
             String::new(),
             String::new(),
         ]);
+        let device = match &self.device_writes {
+            Some(d) => format!(
+                "\ndevice {} (the data directory's) wrote {:.1} MiB until the run settled, {:.2} KiB per member object",
+                d.device, d.mib, d.kib_per_member_object
+            ),
+            None => String::new(),
+        };
         format!(
-            "footprint of the throughput run until it settled, and after ({} templates)\n{}",
+            "footprint of the throughput run until it settled, and after ({} templates)\n{}{device}",
             self.templates,
             table(
                 &["process", "peak RSS MiB", "RSS after MiB", "CPU s during"],
@@ -362,6 +401,8 @@ pub async fn throughput(
             "throughput: {templates} Deployments{} to {count} member(s) ...",
             if options.deps { " with ConfigMaps" } else { "" }
         ));
+        let device = target.data_dir().and_then(disk::Device::of);
+        let device_before = device.as_ref().and_then(disk::Device::written_bytes);
         let before = writes::Reading::take(target).await;
         let mut during = Window::default();
         let started = Instant::now();
@@ -413,6 +454,9 @@ pub async fn throughput(
         // The services keep working after the last arrival (binding and template statuses):
         // their footprint is sampled until they settled, so the peak is the whole run's.
         let (after, settled) = during.during(SAMPLE_PERIOD, &pids, writes::settle(target)).await;
+        let device_writes = device
+            .as_ref()
+            .and_then(|d| DeviceWrites::between(d, device_before, member_objects));
         // The bench's own writes in between: one create per template and kind.
         let bench_writes = (templates * kinds.len()) as u64;
         let writes = WritesReport::between(&before, &after, bench_writes, member_objects, settled);
@@ -444,7 +488,11 @@ pub async fn throughput(
             after
                 .during(SAMPLE_PERIOD, &pids, tokio::time::sleep(SETTLE))
                 .await;
-            Some(FootprintReport::new(templates, during.report(&after)))
+            Some(FootprintReport::new(
+                templates,
+                during.report(&after),
+                device_writes,
+            ))
         };
         Ok((report, footprint))
     }
@@ -867,10 +915,29 @@ mod tests {
                 process("flotilla-execution", 30.0),
                 process("control-plane", 500.0),
             ],
+            None,
         );
         assert_eq!(report.services_total.rss_peak_mib, 50.0);
         assert_eq!(report.services_total.rss_after_mib, 25.0);
         assert_eq!(report.services_total.cpu_seconds, 2.0);
         assert!(report.table().contains("services total"));
+        assert!(!report.table().contains("device"), "{}", report.table());
+    }
+
+    #[test]
+    fn footprint_prints_the_device_writes_it_has() {
+        let device = DeviceWrites {
+            device: "254:0".to_owned(),
+            mib: 5340.2,
+            kib_per_member_object: 54.68,
+        };
+        let report = FootprintReport::new(10, Vec::new(), Some(device));
+        assert!(
+            report
+                .table()
+                .contains("device 254:0 (the data directory's) wrote 5340.2 MiB until the run settled, 54.68 KiB per member object"),
+            "{}",
+            report.table()
+        );
     }
 }

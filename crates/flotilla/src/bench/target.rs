@@ -148,6 +148,11 @@ impl Target {
         }
     }
 
+    /// The embedded installation's data directory (none for an external control plane).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.installation.as_ref().map(|i| i.layout.root.as_path())
+    }
+
     /// Stops the embedded installation, if any.
     pub async fn close(self) {
         if let Some(installation) = self.installation {
