@@ -196,6 +196,49 @@ fn sigterm_stops_the_embedded_installation() {
         children.len() >= 3,
         "expected the API servers and services as children, found {children:?}"
     );
+    // ADR 0030: the services run without transparent huge pages; the API servers keep them
+    // (where the kernel has them at all).
+    let kernel_has_thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+    let mut services = std::collections::BTreeSet::new();
+    for pid in &children {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+        };
+        let Some(name) = field("Name:") else { continue };
+        let apiserver = name.starts_with("flotilla-apiser");
+        if !apiserver {
+            services.insert(name.clone());
+        }
+        // The line exists from Linux 5.0 on.
+        if let Some(thp) = field("THP_enabled:") {
+            let expected = if apiserver && kernel_has_thp { "1" } else { "0" };
+            assert_eq!(thp, expected, "THP_enabled of {name} (pid {pid})");
+        }
+        // Off from the first allocation on: not a huge page even in the arena mimalloc maps
+        // before `main`.
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        let huge = rollup.lines().find_map(|l| l.strip_prefix("AnonHugePages:"));
+        if let (false, Some(huge)) = (apiserver, huge) {
+            assert_eq!(huge.trim(), "0 kB", "AnonHugePages of {name} (pid {pid})");
+        }
+    }
+    // Each under its own name (at most 15 characters in `Name:`), also after executing itself
+    // again to start without huge pages.
+    let expected: std::collections::BTreeSet<String> = [
+        "flotilla-depend",
+        "flotilla-detect",
+        "flotilla-execut",
+        "flotilla-schedu",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(services, expected, "the services among the children {children:?}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
         nix::sys::signal::Signal::SIGTERM,

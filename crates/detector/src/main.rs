@@ -9,6 +9,12 @@ use flotilla_detector::{Config, ControllerOptions};
 use flotilla_runtime::KubeArgs;
 use flotilla_telemetry::LogArgs;
 
+// mimalloc (ADR 0030): the services' allocation-heavy paths (JSON, watch events, request
+// bodies) cost a fifth less CPU than with glibc's allocator. `main` first makes sure the process
+// runs without transparent huge pages, which would make each service 10 to 14 MiB larger.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// flotilla's resource detector: matches templates to (Cluster)PropagationPolicies, claims
 /// them, writes their bindings and implements lazy activation.
 #[derive(Debug, Parser)]
@@ -40,6 +46,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    flotilla_runtime::memory::start_without_huge_pages();
     let args = Args::parse();
     flotilla_runtime::block_on(args.threads, run(args))?
 }

@@ -36,6 +36,7 @@ pub mod leader;
 pub mod lean;
 pub mod lease;
 pub mod membership;
+pub mod memory;
 pub mod object;
 pub mod ops;
 pub mod packed;
