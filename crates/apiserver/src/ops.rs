@@ -579,7 +579,7 @@ impl Api {
         let mut warnings = Vec::new();
         let mut obj = self.prepare(def, body, None, opts, &mut warnings)?;
         if !opts.managed_precomputed {
-            obj = track_fields(def, None, obj, opts, None);
+            obj = track_fields(def, None, obj, opts, None, &[]);
         }
         let key = def.key(ns.as_deref(), &name);
         if opts.dry_run {
@@ -945,9 +945,11 @@ impl Api {
         }
         let mut warnings = Vec::new();
         let mut new = self.prepare(def, new, Some(&old), opts, &mut warnings)?;
+        // Only metadata changes from here on.
+        let changes = Changes::of(&old, &new);
         if tracks_generation(def) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0);
-            let bump = spec_changed(&old, &new);
+            let bump = changes.spec_changed();
             if let Some(meta) = objects::metadata_mut(&mut new) {
                 meta.insert(
                     "generation".into(),
@@ -960,7 +962,7 @@ impl Api {
         let finished = objects::is_deleting(&new)
             && objects::finalizers(&new).is_empty()
             && spec_finalizers_empty(def, &new);
-        if !finished && same_but_managed_times(&old, &new) {
+        if !finished && changes.same_but_managed_times(&old, &new) {
             return Ok(Written {
                 object: old,
                 warnings,
@@ -972,11 +974,12 @@ impl Api {
             // Compared without its resourceVersion (`new` has none): taken out and put back
             // rather than compared on a copy.
             let version = objects::metadata_mut(&mut old).and_then(|meta| meta.remove("resourceVersion"));
-            new = track_fields(def, Some(&mut old), new, opts, sub);
+            let unchanged: Vec<&str> = changes.unchanged.iter().map(String::as_str).collect();
+            new = track_fields(def, Some(&mut old), new, opts, sub, &unchanged);
             if let (Some(version), Some(meta)) = (version, objects::metadata_mut(&mut old)) {
                 meta.insert("resourceVersion".into(), version);
             }
-            if !finished && same_but_managed_times(&old, &new) {
+            if !finished && changes.same_but_managed_times(&old, &new) {
                 return Ok(Written {
                     object: old,
                     warnings,
@@ -1859,13 +1862,15 @@ fn with_shape<R>(def: &ResourceDef, f: impl FnOnce(&flotilla_patch::Shape) -> R)
     }
 }
 
-/// Updates `metadata.managedFields` for a non-apply write by `opts.manager()`.
+/// Updates `metadata.managedFields` for a non-apply write by `opts.manager()`; the top-level
+/// fields `unchanged` are equal in `old` and `new` and left out of the comparison.
 fn track_fields(
     def: &ResourceDef,
     old: Option<&mut Value>,
     new: Value,
     opts: &WriteOptions,
     sub: Option<&str>,
+    unchanged: &[&str],
 ) -> Value {
     if matches!(def.flavor, Flavor::Builtin(BuiltinKind::EventV1)) {
         // Stored in core/v1 form; the events.k8s.io view has a different shape.
@@ -1882,7 +1887,7 @@ fn track_fields(
     };
     let filter = field_filter(def, sub);
     with_shape(def, |shape| {
-        flotilla_patch::managed::track_update_in_place(old, new, shape, &update, &filter)
+        flotilla_patch::managed::track_update_in_place_except(old, new, shape, &update, &filter, unchanged)
     })
 }
 
@@ -1896,40 +1901,92 @@ fn field_filter(def: &ResourceDef, sub: Option<&str>) -> flotilla_patch::managed
     }
 }
 
-/// Whether a write of `new` over `old` would store nothing new: equal but for
-/// `metadata.resourceVersion` and the `time` of each `metadata.managedFields` entry (a write
-/// that changes only those is a no-op, as in kube-apiserver: the object keeps its
-/// resourceVersion). Compared in place: the objects are whole Works and Deployments, and every
-/// update asks.
-fn same_but_managed_times(old: &Value, new: &Value) -> bool {
-    let (Some(old_map), Some(new_map)) = (old.as_object(), new.as_object()) else {
-        return old == new;
-    };
-    if !same_but(old_map, new_map, &["metadata"]) {
-        return false;
-    }
-    let (old_meta, new_meta) = (old_map.get("metadata"), new_map.get("metadata"));
-    let (Some(old_meta), Some(new_meta)) = (
-        old_meta.and_then(Value::as_object),
-        new_meta.and_then(Value::as_object),
-    ) else {
-        return old_meta == new_meta;
-    };
-    if !same_but(old_meta, new_meta, &["resourceVersion", "managedFields"]) {
-        return false;
-    }
-    match (old_meta.get("managedFields"), new_meta.get("managedFields")) {
-        (Some(Value::Array(old_entries)), Some(Value::Array(new_entries))) => {
-            old_entries.len() == new_entries.len()
-                && old_entries
-                    .iter()
-                    .zip(new_entries)
-                    .all(|(o, n)| match (o.as_object(), n.as_object()) {
-                        (Some(o), Some(n)) => same_but(o, n, &["time"]),
-                        _ => o == n,
-                    })
+/// What an update of `old` to `new` changes outside `metadata`, compared once per write: the
+/// generation, both no-op checks and the field tracking read it, so a write of a Work's status
+/// walks its manifests once rather than once for each of them.
+struct Changes {
+    /// Top-level fields other than `metadata` that differ (in one object only, or unequal).
+    changed: Vec<String>,
+    /// Top-level fields other than `metadata` equal in both.
+    unchanged: Vec<String>,
+    /// `old` and `new` are not both JSON objects and differ.
+    differ_whole: bool,
+}
+
+impl Changes {
+    fn of(old: &Value, new: &Value) -> Changes {
+        let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+            return Changes {
+                changed: Vec::new(),
+                unchanged: Vec::new(),
+                differ_whole: old != new,
+            };
+        };
+        let (mut changed, mut unchanged) = (Vec::new(), Vec::new());
+        for (field, value) in old {
+            if field == "metadata" {
+                continue;
+            }
+            if new.get(field) == Some(value) {
+                unchanged.push(field.clone());
+            } else {
+                changed.push(field.clone());
+            }
         }
-        (old_entries, new_entries) => old_entries == new_entries,
+        changed.extend(
+            new.keys()
+                .filter(|field| *field != "metadata" && !old.contains_key(*field))
+                .cloned(),
+        );
+        Changes {
+            changed,
+            unchanged,
+            differ_whole: false,
+        }
+    }
+
+    /// Whether the update changes more than metadata and status (and the type fields): what
+    /// moves `metadata.generation`.
+    fn spec_changed(&self) -> bool {
+        const NOT_SPEC: [&str; 3] = ["status", "apiVersion", "kind"];
+        self.differ_whole
+            || self
+                .changed
+                .iter()
+                .any(|field| !NOT_SPEC.contains(&field.as_str()))
+    }
+
+    /// Whether writing `new` over `old` would store nothing new: equal but for
+    /// `metadata.resourceVersion` and the `time` of each `metadata.managedFields` entry (a write
+    /// that changes only those is a no-op, as in kube-apiserver: the object keeps its
+    /// resourceVersion). Only `metadata` is compared here: the rest was when these `Changes`
+    /// were taken, and metadata is all the write path changes after that.
+    fn same_but_managed_times(&self, old: &Value, new: &Value) -> bool {
+        if self.differ_whole || !self.changed.is_empty() {
+            return false;
+        }
+        let (old_meta, new_meta) = (old.get("metadata"), new.get("metadata"));
+        let (Some(old_meta), Some(new_meta)) = (
+            old_meta.and_then(Value::as_object),
+            new_meta.and_then(Value::as_object),
+        ) else {
+            return old_meta == new_meta;
+        };
+        if !same_but(old_meta, new_meta, &["resourceVersion", "managedFields"]) {
+            return false;
+        }
+        match (old_meta.get("managedFields"), new_meta.get("managedFields")) {
+            (Some(Value::Array(old_entries)), Some(Value::Array(new_entries))) => {
+                old_entries.len() == new_entries.len()
+                    && old_entries.iter().zip(new_entries).all(|(o, n)| {
+                        match (o.as_object(), n.as_object()) {
+                            (Some(o), Some(n)) => same_but(o, n, &["time"]),
+                            _ => o == n,
+                        }
+                    })
+            }
+            (old_entries, new_entries) => old_entries == new_entries,
+        }
     }
 }
 
@@ -1944,16 +2001,6 @@ fn same_but(
         && a.iter()
             .filter(kept)
             .all(|(key, value)| b.get(key) == Some(value))
-}
-
-/// Whether an update of `old` to `new` changes more than metadata and status (and the type
-/// fields): what moves `metadata.generation`.
-fn spec_changed(old: &Value, new: &Value) -> bool {
-    const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
-    match (old.as_object(), new.as_object()) {
-        (Some(old), Some(new)) => !same_but(old, new, &NOT_SPEC),
-        _ => old != new,
-    }
 }
 
 fn apply_error(def: &ResourceDef, name: &str, e: flotilla_patch::ApplyError) -> ApiError {
@@ -1999,6 +2046,14 @@ fn pinned_revision(before: &Value, patched: &Value) -> ApiResult<Option<u64>> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn same_but_managed_times(old: &Value, new: &Value) -> bool {
+        Changes::of(old, new).same_but_managed_times(old, new)
+    }
+
+    fn spec_changed(old: &Value, new: &Value) -> bool {
+        Changes::of(old, new).spec_changed()
+    }
 
     fn stored() -> Value {
         json!({
@@ -2075,6 +2130,26 @@ mod tests {
             &json!({"metadata": 1}),
             &json!({"metadata": 2})
         ));
+    }
+
+    #[test]
+    fn changes_name_the_top_level_fields_that_differ_and_those_that_do_not() {
+        let old = stored();
+        let mut new = old.clone();
+        new["status"]["readyReplicas"] = json!(1);
+        new["data"] = json!({});
+        new["metadata"]["labels"] = json!({"a": "b"});
+        let changes = Changes::of(&old, &new);
+        assert_eq!(
+            changes.changed,
+            ["status", "data"],
+            "metadata is compared on its own"
+        );
+        assert_eq!(changes.unchanged, ["apiVersion", "kind", "spec"]);
+        let mut removed = old.clone();
+        removed.as_object_mut().unwrap().remove("spec");
+        assert_eq!(Changes::of(&old, &removed).changed, ["spec"]);
+        assert_eq!(Changes::of(&removed, &old).changed, ["spec"], "added");
     }
 
     #[test]

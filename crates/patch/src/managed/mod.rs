@@ -756,18 +756,46 @@ pub fn track_update_with_filter(
 /// `old`'s `metadata.managedFields` are taken out for the comparison and put back before this
 /// returns. A `new` that is not a JSON object is returned as it is.
 pub fn track_update_in_place(
+    old: Option<&mut Value>,
+    new: Value,
+    shape: &Shape,
+    opts: &UpdateOptions,
+    filter: &Filter,
+) -> Value {
+    track_update_in_place_except(old, new, shape, opts, filter, &[])
+}
+
+/// [`track_update_in_place`] for a caller that already knows which top-level fields of `old`
+/// and `new` are equal (`unchanged`: a status write leaves `spec` as it was, a spec write
+/// `status`). Those are set aside while the objects are compared and put back after, so a
+/// Work's manifests are not walked again for a write of its status.
+///
+/// An equal field adds nothing to the comparison (nothing in it was modified, added or
+/// removed), so the managedFields are those [`track_update_in_place`] records, with one
+/// difference: the fields set aside are not type-checked either. kube-apiserver keeps the live
+/// managedFields when either object does not match its schema; here only the fields that
+/// changed are checked, so a write that leaves a non-conforming `spec` as it was (stored before
+/// its schema changed, say) still has its changes tracked. `metadata`, `apiVersion` and `kind`
+/// are never set aside. Listing a field that differs is the caller's error: it is checked in
+/// debug builds only.
+pub fn track_update_in_place_except(
     mut old: Option<&mut Value>,
     mut new: Value,
     shape: &Shape,
     opts: &UpdateOptions,
     filter: &Filter,
+    unchanged: &[&str],
 ) -> Value {
     if !new.is_object() {
         return new;
     }
     let old_entries = old.as_deref_mut().and_then(take_managed_fields);
     let new_entries = take_managed_fields(&mut new);
-    let out = track_stripped(
+    let aside = match old.as_deref_mut() {
+        Some(old) => set_aside(old, &mut new, unchanged),
+        None => Vec::new(),
+    };
+    let mut out = track_stripped(
         old.as_deref(),
         old_entries.as_ref(),
         new,
@@ -776,10 +804,51 @@ pub fn track_update_in_place(
         opts,
         filter,
     );
-    if let (Some(old), Some(entries)) = (old, old_entries) {
-        set_managed_fields(old, Some(entries));
+    if let Some(old) = old {
+        put_back(old, &mut out, aside);
+        if let Some(entries) = old_entries {
+            set_managed_fields(old, Some(entries));
+        }
     }
     out
+}
+
+/// A top-level field taken out of both objects: its name, `old`'s value, `new`'s value.
+type SetAside = (String, Value, Value);
+
+/// Takes the `unchanged` top-level fields out of `old` and `new` (those present in both; never
+/// `metadata`, `apiVersion` or `kind`).
+fn set_aside(old: &mut Value, new: &mut Value, unchanged: &[&str]) -> Vec<SetAside> {
+    let (Some(old), Some(new)) = (old.as_object_mut(), new.as_object_mut()) else {
+        return Vec::new();
+    };
+    let mut aside = Vec::new();
+    for &field in unchanged {
+        if matches!(field, "metadata" | "apiVersion" | "kind")
+            || !old.contains_key(field)
+            || !new.contains_key(field)
+        {
+            continue;
+        }
+        let (Some(was), Some(is)) = (old.remove(field), new.remove(field)) else {
+            continue;
+        };
+        debug_assert!(was == is, "`{field}` was listed as unchanged but differs");
+        aside.push((field.to_owned(), was, is));
+    }
+    aside
+}
+
+/// Puts the fields [`set_aside`] took back into `old` and `out` (the tracked `new`).
+fn put_back(old: &mut Value, out: &mut Value, aside: Vec<SetAside>) {
+    for (field, was, is) in aside {
+        if let Some(old) = old.as_object_mut() {
+            old.insert(field.clone(), was);
+        }
+        if let Some(out) = out.as_object_mut() {
+            out.insert(field, is);
+        }
+    }
 }
 
 /// The tracking itself, on `old` and `new` without their managedFields (`old_entries`,

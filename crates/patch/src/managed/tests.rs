@@ -1093,3 +1093,68 @@ fn tracking_in_place_matches_tracking_on_copies_and_leaves_the_old_object_as_it_
         json!([1])
     );
 }
+
+#[test]
+fn fields_set_aside_as_unchanged_leave_the_tracking_as_it_was() {
+    let mut g = Gen(0x7e57_a51d_e000_0017);
+    let shape = deployment_shape();
+    for _ in 0..100 {
+        let (first, second) = (g.deployment(), g.deployment());
+        let mut live = stored(apply_as(None, &first, "kubectl", false, T0).unwrap());
+        live["status"] = json!({"replicas": g.next() % 3, "readyReplicas": 0});
+        // A status write (`spec` as it was), a spec write (`status` as it was), and one that
+        // changes neither (both listed).
+        let mut status_write = live.clone();
+        status_write["status"] = json!({"replicas": g.next() % 3, "readyReplicas": 1});
+        let mut spec_write = live.clone();
+        spec_write["spec"] = second["spec"].clone();
+        spec_write["metadata"]["labels"] = second["metadata"]["labels"].clone();
+        let cases: [(&Value, Option<&str>, &[&str]); 4] = [
+            (&status_write, Some("status"), &["spec"]),
+            (&spec_write, None, &["status"]),
+            (&live, None, &["spec", "status"]),
+            (&live, Some("status"), &["spec", "status", "metadata", "kind"]),
+        ];
+        for (new, subresource, unchanged) in cases {
+            let opts = UpdateOptions {
+                manager: "controller",
+                api_version: "apps/v1",
+                subresource,
+                now: T1,
+            };
+            let filter = Filter::for_subresource(subresource);
+            let mut whole = live.clone();
+            let expected = track_update_in_place(Some(&mut whole), new.clone(), &shape, &opts, &filter);
+            let mut owned = live.clone();
+            let got = track_update_in_place_except(
+                Some(&mut owned),
+                new.clone(),
+                &shape,
+                &opts,
+                &filter,
+                unchanged,
+            );
+            assert_eq!(got, expected, "{subresource:?} {unchanged:?}: {live} -> {new}");
+            assert_eq!(owned, live, "the old object is given back whole");
+            if new["spec"] != live["spec"] || new["status"] != live["status"] {
+                assert_ne!(
+                    got["metadata"]["managedFields"], live["metadata"]["managedFields"],
+                    "the write was tracked"
+                );
+            }
+        }
+    }
+    // Nothing to compare against: nothing set aside, a create tracked as ever.
+    let opts = UpdateOptions {
+        manager: "controller",
+        api_version: "apps/v1",
+        subresource: None,
+        now: T1,
+    };
+    let filter = Filter::for_subresource(None);
+    let new = g.deployment();
+    assert_eq!(
+        track_update_in_place_except(None, new.clone(), &shape, &opts, &filter, &["spec"]),
+        track_update_in_place(None, new, &shape, &opts, &filter)
+    );
+}
