@@ -264,38 +264,66 @@ fn strip_token_secrets(manifest: &mut Value) {
 /// Canonical JSON: object keys sorted at every level, no whitespace. Two equal values always
 /// give the same text, whatever order their maps were built in.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    let mut out = Vec::new();
+    // Writing to a vector cannot fail.
+    let _ = write_canonical(value, &mut out);
+    // Only serde_json's output and ASCII punctuation were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes `value`'s canonical JSON to `out`, piece by piece: [`manifest_digest`] hashes it as
+/// it is written, without building the text (execution hashes every manifest of every Work
+/// event and of every Work it plans).
+fn write_canonical<W: std::io::Write>(value: &Value, out: &mut W) -> std::io::Result<()> {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            out.write_all(b"{")?;
+            // serde_json's maps iterate in key order unless its `preserve_order` feature is on
+            // somewhere in the build: sort only then.
+            let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b);
+            let mut entries: Vec<(&String, &Value)> = Vec::new();
+            let ordered: &mut dyn Iterator<Item = (&String, &Value)> = if sorted {
+                &mut map.iter()
+            } else {
+                entries.extend(map.iter());
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                &mut entries.iter().copied()
+            };
+            for (i, (key, item)) in ordered.enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.write_all(b",")?;
                 }
-                out.push_str(&Value::from(key.as_str()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
+                serde_json::to_writer(&mut *out, key)?;
+                out.write_all(b":")?;
+                write_canonical(item, out)?;
             }
-            out.push('}');
+            out.write_all(b"}")
         }
         Value::Array(items) => {
-            out.push('[');
+            out.write_all(b"[")?;
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.write_all(b",")?;
                 }
-                write_canonical(item, out);
+                write_canonical(item, out)?;
             }
-            out.push(']');
+            out.write_all(b"]")
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => Ok(serde_json::to_writer(&mut *out, scalar)?),
+    }
+}
+
+/// Feeds what is written into a SHA-256.
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -307,7 +335,10 @@ pub fn manifest_hash(manifest: &Value) -> String {
 /// [`manifest_hash`] as a number (the first 64 bits of the SHA-256 of the canonical JSON): what
 /// execution's Work cache keeps of each manifest.
 pub fn manifest_digest(manifest: &Value) -> u64 {
-    let digest = Sha256::digest(canonical_json(manifest).as_bytes());
+    let mut hashing = Hashing(Sha256::new());
+    // Hashing cannot fail.
+    let _ = write_canonical(manifest, &mut hashing);
+    let digest = hashing.0.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
@@ -666,6 +697,61 @@ mod tests {
             .collect();
         assert_eq!(manifest_hash(&a), sha);
         assert_eq!(u64::from_str_radix(&sha, 16), Ok(manifest_digest(&a)));
+    }
+
+    /// The canonical JSON as it was first written (a `String` per key and scalar): the text
+    /// hashed into every recorded revision, so the streamed writer must give the same bytes.
+    fn canonical_as_first_written(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::from(key.as_str()).to_string());
+                    out.push(':');
+                    canonical_as_first_written(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical_as_first_written(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+
+    #[test]
+    fn the_streamed_canonical_json_and_its_hash_are_those_recorded_before() {
+        let values = [
+            deployment(),
+            json!({"z": null, "a": true, "m": false, "\u{e9}t\u{e9}": "caf\u{e9} \u{1f600}",
+                   "esc\"aped\\": "line\nbreak\ttab\u{1}", "": ""}),
+            json!({"n": [0, -1, 1.5, -2.25e-7, 1e300, u64::MAX, i64::MIN, 3.0]}),
+            json!([[], {}, [{}], {"a": []}, "", 0]),
+            json!("just a string"),
+            json!(42),
+            json!(null),
+            json!({"b": {"d": {"f": [1, {"h": 2, "g": 3}]}, "c": 1}, "a": 0}),
+        ];
+        for value in values {
+            let mut expected = String::new();
+            canonical_as_first_written(&value, &mut expected);
+            assert_eq!(canonical_json(&value), expected, "{value}");
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&Sha256::digest(expected.as_bytes())[..8]);
+            assert_eq!(manifest_digest(&value), u64::from_be_bytes(first), "{value}");
+        }
     }
 
     #[test]
