@@ -207,17 +207,25 @@ async fn web_binding(cp: &Client) -> ResourceBinding {
 }
 
 /// Another writer's change of `web`'s binding.
-async fn patch_web_binding(cp: &Client, status: bool, patch: serde_json::Value) {
+/// Patches `web`'s binding (its status with `status`) and returns it as written, asserting
+/// that the patch stored something: a patch that changed nothing keeps the resourceVersion and
+/// gives the scheduler's watch no event, which a test counting events would wait for in vain.
+async fn patch_web_binding(cp: &Client, status: bool, patch: serde_json::Value) -> ResourceBinding {
     let api = Api::<ResourceBinding>::namespaced(cp.clone(), "default");
-    if status {
-        api.patch_status("web-deployment", &PatchParams::default(), &Patch::Merge(patch))
+    let before = web_binding(cp).await.metadata.resource_version;
+    let params = PatchParams::default();
+    let written = if status {
+        api.patch_status("web-deployment", &params, &Patch::Merge(&patch))
             .await
-            .unwrap();
     } else {
-        api.patch("web-deployment", &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .unwrap();
+        api.patch("web-deployment", &params, &Patch::Merge(&patch)).await
     }
+    .unwrap();
+    assert_ne!(
+        written.metadata.resource_version, before,
+        "the patch {patch} changed web's binding"
+    );
+    written
 }
 
 #[tokio::test]
@@ -230,17 +238,19 @@ async fn the_scheduler_leaves_a_binding_alone_when_nothing_it_reads_changed() {
     // (as execution writes them): the scheduler's watch delivers both, and neither queues the
     // binding nor makes an attempt.
     let before = scheduler_counts(&env).await;
-    patch_web_binding(
+    let binding = patch_web_binding(
         &cp,
         false,
         json!({"metadata": {"annotations": {"example.com/owner": "team-web"}}}),
     )
     .await;
-    let binding = web_binding(&cp).await;
     let mut reports = binding.status.unwrap_or_default().aggregated_status;
     assert_eq!(reports.len(), 2, "{reports:?}");
     for report in &mut reports {
-        report.status = Some(json!({"replicas": 1, "readyReplicas": 0}));
+        // Unlike what the member reported (its controller may not have reported ready yet).
+        let ready = report.status.as_ref().and_then(|s| s["readyReplicas"].as_i64());
+        let ready = if ready == Some(0) { 1 } else { 0 };
+        report.status = Some(json!({"replicas": 1, "readyReplicas": ready}));
     }
     patch_web_binding(&cp, true, json!({"status": {"aggregatedStatus": reports}})).await;
     wait_until("the scheduler to see both changes", TIMEOUT, || async {
