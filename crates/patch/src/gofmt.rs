@@ -179,7 +179,7 @@ pub(crate) fn go_json(v: &Value) -> String {
     out
 }
 
-fn write_go_json(v: &Value, out: &mut String) {
+pub(crate) fn write_go_json(v: &Value, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -227,7 +227,7 @@ pub(crate) fn go_json_string(s: &str) -> String {
     out
 }
 
-fn write_go_json_string(s: &str, out: &mut String) {
+pub(crate) fn write_go_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

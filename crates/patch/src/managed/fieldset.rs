@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::value;
 use crate::error::PatchError;
-use crate::gofmt::{go_float, go_json, go_json_string, go_quote};
+use crate::gofmt::{go_float, go_quote, write_go_json, write_go_json_string};
 
 /// One step of a field path.
 #[derive(Debug, Clone)]
@@ -41,16 +41,32 @@ impl PathElement {
 
     /// The fieldsV1 key of this element (`f:spec`, `k:{"name":"web"}`, `v:"x"`, `i:3`).
     pub fn to_fields_v1_key(&self) -> String {
+        // Written into one string: every write of an object encodes every manager's set.
         match self {
-            PathElement::Field(name) => format!("f:{name}"),
-            PathElement::Key(fields) => {
-                let body: Vec<String> = fields
-                    .iter()
-                    .map(|(k, v)| format!("{}:{}", go_json_string(k), go_json(v)))
-                    .collect();
-                format!("k:{{{}}}", body.join(","))
+            PathElement::Field(name) => {
+                let mut key = String::with_capacity(2 + name.len());
+                key.push_str("f:");
+                key.push_str(name);
+                key
             }
-            PathElement::Value(v) => format!("v:{}", go_json(v)),
+            PathElement::Key(fields) => {
+                let mut key = String::from("k:{");
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        key.push(',');
+                    }
+                    write_go_json_string(k, &mut key);
+                    key.push(':');
+                    write_go_json(v, &mut key);
+                }
+                key.push('}');
+                key
+            }
+            PathElement::Value(v) => {
+                let mut key = String::from("v:");
+                write_go_json(v, &mut key);
+                key
+            }
             PathElement::Index(i) => format!("i:{i}"),
         }
     }
@@ -447,15 +463,29 @@ impl FieldSet {
         if include_self && !(self.members.is_empty() && self.children.is_empty()) {
             out.insert(".".into(), Value::Object(Map::new()));
         }
-        // Walk members and children together in path-element order, as kube-apiserver does.
-        let mut keys: BTreeSet<&PathElement> = self.members.iter().collect();
-        keys.extend(self.children.keys());
-        for pe in keys {
-            let value = match self.children.get(pe) {
-                Some(child) => child.emit(self.members.contains(pe)),
-                None => Map::new(),
+        // Walk members and children together in path-element order, as kube-apiserver does
+        // (both are sorted: merged as they are iterated).
+        let mut members = self.members.iter().peekable();
+        let mut children = self.children.iter().peekable();
+        loop {
+            let (pe, value) = match (members.peek(), children.peek()) {
+                (None, None) => break,
+                (Some(member), Some((child_pe, _))) if *member < *child_pe => (members.next(), Map::new()),
+                (Some(_), None) => (members.next(), Map::new()),
+                (member, Some((child_pe, child))) => {
+                    // Also a member: its own `.` entry beside its children's.
+                    let also_member = member.is_some_and(|member| *member == *child_pe);
+                    if also_member {
+                        members.next();
+                    }
+                    let (pe, child) = (*child_pe, *child);
+                    children.next();
+                    (Some(pe), child.emit(also_member))
+                }
             };
-            out.insert(pe.to_fields_v1_key(), Value::Object(value));
+            if let Some(pe) = pe {
+                out.insert(pe.to_fields_v1_key(), Value::Object(value));
+            }
         }
         out
     }
