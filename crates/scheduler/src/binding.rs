@@ -658,7 +658,10 @@ mod tests {
         }];
         let cached = CachedBinding::of(binding.clone());
         let stored = StoredBinding::of(binding.clone());
-        assert_eq!(stored, StoredBinding::from(&cached));
+        // Compared by what they hold, not by their packed bytes: the shared codec may learn a
+        // dictionary between the two packings while other tests pack records (a CI run saw
+        // 469 bytes against 18).
+        assert_eq!(StoredBinding::from(&cached).binding(), stored.binding());
         assert_eq!(stored.binding(), cached, "every field reads back");
         assert_eq!(stored.key(), cached.key());
         assert_eq!(stored.observed_generation(), Some(1));
