@@ -313,20 +313,6 @@ fn write_canonical<W: std::io::Write>(value: &Value, out: &mut W) -> std::io::Re
     }
 }
 
-/// Feeds what is written into a SHA-256.
-struct Hashing(Sha256);
-
-impl std::io::Write for Hashing {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// SHA-256 of the manifest's canonical JSON, first 16 hex digits.
 pub fn manifest_hash(manifest: &Value) -> String {
     format!("{:016x}", manifest_digest(manifest))
@@ -335,10 +321,10 @@ pub fn manifest_hash(manifest: &Value) -> String {
 /// [`manifest_hash`] as a number (the first 64 bits of the SHA-256 of the canonical JSON): what
 /// execution's Work cache keeps of each manifest.
 pub fn manifest_digest(manifest: &Value) -> u64 {
-    let mut hashing = Hashing(Sha256::new());
-    // Hashing cannot fail.
-    let _ = write_canonical(manifest, &mut hashing);
-    let digest = hashing.0.finalize();
+    // sha2's hasher is an `io::Write`; hashing cannot fail.
+    let mut sha = Sha256::new();
+    let _ = write_canonical(manifest, &mut sha);
+    let digest = sha.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
