@@ -36,12 +36,9 @@ impl Device {
     }
 }
 
-/// Major and minor numbers of a Linux `dev_t` (glibc's `gnu_dev_major` / `gnu_dev_minor`
-/// encoding: 12 bits of major and 20 of minor, split around the low byte).
-fn split_dev(dev: u64) -> (u64, u64) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
-    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
-    (major, minor)
+/// Major and minor numbers of a `dev_t` (rustix's `major` and `minor`, as glibc's).
+fn split_dev(dev: u64) -> (u32, u32) {
+    (rustix::fs::major(dev), rustix::fs::minor(dev))
 }
 
 /// The seventh field of a block device's `stat` line: sectors written.
