@@ -9,11 +9,8 @@ use flotilla_detector::{Config, ControllerOptions};
 use flotilla_runtime::KubeArgs;
 use flotilla_telemetry::LogArgs;
 
-// mimalloc (ADR 0030): the services' allocation-heavy paths (JSON, watch events, request
-// bodies) cost a fifth less CPU than with glibc's allocator. `main` first makes sure the process
-// runs without transparent huge pages, which would make each service 10 to 14 MiB larger.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// mimalloc, started without transparent huge pages (ADR 0030).
+flotilla_runtime::service_allocator!();
 
 /// flotilla's resource detector: matches templates to (Cluster)PropagationPolicies, claims
 /// them, writes their bindings and implements lazy activation.

@@ -2,11 +2,8 @@
 
 use clap::Parser;
 
-// mimalloc (ADR 0030): the services' allocation-heavy paths (JSON, watch events, request
-// bodies) cost a fifth less CPU than with glibc's allocator. `main` first makes sure the process
-// runs without transparent huge pages, which would make each service 10 to 14 MiB larger.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// mimalloc, started without transparent huge pages (ADR 0030).
+flotilla_runtime::service_allocator!();
 
 fn main() -> anyhow::Result<()> {
     flotilla_runtime::memory::start_without_huge_pages();

@@ -9,6 +9,21 @@
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+/// The allocator [`service_allocator!`] declares.
+pub use mimalloc::MiMalloc;
+
+/// Declares mimalloc as the binary's allocator, in each service's `main.rs`, whose `main` then
+/// calls [`start_without_huge_pages`] first. The services' allocation-heavy paths (JSON, watch
+/// events, request bodies) cost a fifth less CPU than with glibc's allocator; without huge
+/// pages each service stays 10 to 14 MiB smaller (ADR 0030).
+#[macro_export]
+macro_rules! service_allocator {
+    () => {
+        #[global_allocator]
+        static GLOBAL: $crate::memory::MiMalloc = $crate::memory::MiMalloc;
+    };
+}
+
 /// mimalloc's switch for transparent huge pages; `0` also makes it turn THP off for the whole
 /// process (`prctl(PR_SET_THP_DISABLE)`), on hosts whose THP mode is `always` as well.
 pub const ALLOW_THP: &str = "MIMALLOC_ALLOW_THP";
