@@ -25,10 +25,8 @@ pub(crate) fn apply(x: &mut Value, s: Option<&Node>) {
                     map.insert(k.clone(), default.clone());
                 }
             }
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for k in keys {
-                let Some(v) = map.get_mut(&k) else { continue };
-                if let Some(prop) = s.properties.get(&k) {
+            for (k, v) in map.iter_mut() {
+                if let Some(prop) = s.properties.get(k) {
                     apply(v, Some(prop));
                 } else if s.additional_properties.is_some() {
                     let extra = s.additional_schema();

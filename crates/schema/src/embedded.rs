@@ -118,11 +118,15 @@ impl Planner {
                     }
                 }
                 // In key order (serde_json's maps are sorted), as the first error is reported.
+                // Subtrees without an embedded resource have nothing to check or coerce.
                 for (k, v) in map {
                     let (node, len) = if let Some(prop) = s.properties.get(k) {
+                        if !prop.embedded_below {
+                            continue;
+                        }
                         (Some(prop), self.push_field(k))
-                    } else if s.additional_properties.is_some() {
-                        (s.additional_schema(), self.push_entry(k))
+                    } else if let Some(extra) = s.additional_schema().filter(|e| e.embedded_below) {
+                        (Some(extra), self.push_entry(k))
                     } else {
                         continue;
                     };
@@ -134,11 +138,14 @@ impl Planner {
                 }
             }
             Value::Array(items) => {
+                let Some(item_schema) = s.items.as_deref().filter(|i| i.embedded_below) else {
+                    return Ok(());
+                };
                 for (i, v) in items.iter().enumerate() {
                     let len = self.path.len();
                     let _ = write!(self.path, "[{i}]");
                     self.at.push(Step::Index(i));
-                    let result = self.visit(v, s.items.as_deref(), false);
+                    let result = self.visit(v, Some(item_schema), false);
                     self.at.pop();
                     self.path.truncate(len);
                     result?;
@@ -184,20 +191,22 @@ fn walk(path: &str, x: &Value, s: Option<&Node>, is_resource_root: bool, errs: &
             if s.embedded_resource || is_resource_root {
                 embedded_resource(path, map, errs);
             }
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            for k in keys {
-                let v = &map[k.as_str()];
+            // In key order (serde_json's maps are sorted), as kube-apiserver reports.
+            for (k, v) in map {
                 if let Some(prop) = s.properties.get(k.as_str()) {
-                    walk(&child(path, k), v, Some(prop), false, errs);
-                } else if s.additional_properties.is_some() {
-                    walk(&format!("{path}[{k}]"), v, s.additional_schema(), false, errs);
+                    if prop.embedded_below {
+                        walk(&child(path, k), v, Some(prop), false, errs);
+                    }
+                } else if let Some(extra) = s.additional_schema().filter(|e| e.embedded_below) {
+                    walk(&format!("{path}[{k}]"), v, Some(extra), false, errs);
                 }
             }
         }
         Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                walk(&format!("{path}[{i}]"), v, s.items.as_deref(), false, errs);
+            if let Some(item_schema) = s.items.as_deref().filter(|i| i.embedded_below) {
+                for (i, v) in items.iter().enumerate() {
+                    walk(&format!("{path}[{i}]"), v, Some(item_schema), false, errs);
+                }
             }
         }
         _ => {}

@@ -7,23 +7,23 @@ use crate::error::FieldError;
 use crate::gofmt;
 use crate::node::Node;
 
-/// Validates every set and map list under `obj` (an object validated by `s`).
+/// Validates every set and map list under `obj` (an object validated by `s`). Subtrees whose
+/// schema has no set or map list are not visited.
 pub(crate) fn validate(path: &str, s: &Node, obj: &Map<String, Value>, errs: &mut Vec<FieldError>) {
-    let mut keys: Vec<&String> = obj.keys().collect();
-    keys.sort();
-    if let Some(extra) = s.additional_schema() {
-        for k in &keys {
-            value(&format!("{path}[{k}]"), extra, &obj[k.as_str()], errs);
+    // serde_json's maps iterate in key order, the order kube-apiserver reports in.
+    if let Some(extra) = s.additional_schema().filter(|e| e.lists_below) {
+        for (k, v) in obj {
+            value(&format!("{path}[{k}]"), extra, v, errs);
         }
     }
-    for k in &keys {
-        if let Some(sub) = s.properties.get(k.as_str()) {
+    for (k, v) in obj {
+        if let Some(sub) = s.properties.get(k.as_str()).filter(|sub| sub.lists_below) {
             let p = if path.is_empty() {
-                (*k).clone()
+                k.clone()
             } else {
                 format!("{path}.{k}")
             };
-            value(&p, sub, &obj[k.as_str()], errs);
+            value(&p, sub, v, errs);
         }
     }
 }
@@ -46,7 +46,7 @@ fn array(path: &str, s: &Node, items: &[Value], errs: &mut Vec<FieldError>) {
         Some("map") => list_map(path, s, items, errs),
         _ => {}
     }
-    if let Some(item_schema) = &s.items {
+    if let Some(item_schema) = s.items.as_deref().filter(|i| i.lists_below) {
         for (i, item) in items.iter().enumerate() {
             value(&format!("{path}[{i}]"), item_schema, item, errs);
         }

@@ -61,6 +61,13 @@ pub(crate) struct Node {
     pub list_type: Option<String>,
     pub list_map_keys: Vec<String>,
     pub map_type: Option<String>,
+    /// Whether this node or one below it through properties, additional properties or items
+    /// is an `x-kubernetes-embedded-resource`: the walks that check and coerce embedded
+    /// resources skip the subtrees without one.
+    pub embedded_below: bool,
+    /// Whether this node or one below it (the same children) is a `set` or `map` list: the
+    /// list uniqueness walk skips the subtrees without one.
+    pub lists_below: bool,
 }
 
 impl Node {
@@ -92,7 +99,7 @@ impl Node {
         });
         let list =
             |v: &Option<Vec<JSONSchemaProps>>| v.iter().flatten().map(Node::from_props).collect::<Vec<_>>();
-        Node {
+        let mut node = Node {
             type_,
             types,
             nullable: p.nullable.unwrap_or(false),
@@ -130,7 +137,20 @@ impl Node {
             list_type: p.x_kubernetes_list_type.clone(),
             list_map_keys: p.x_kubernetes_list_map_keys.clone().unwrap_or_default(),
             map_type: p.x_kubernetes_map_type.clone(),
-        }
+            embedded_below: false,
+            lists_below: false,
+        };
+        let below = |flag: fn(&Node) -> bool| {
+            node.properties.values().any(flag)
+                || node.additional_schema().is_some_and(flag)
+                || node.items.as_deref().is_some_and(flag)
+        };
+        let embedded_below = node.embedded_resource || below(|n| n.embedded_below);
+        let lists_below =
+            matches!(node.list_type.as_deref(), Some("set" | "map")) || below(|n| n.lists_below);
+        node.embedded_below = embedded_below;
+        node.lists_below = lists_below;
+        node
     }
 
     /// The schema for an `additionalProperties` entry, if it is a schema.

@@ -1,6 +1,8 @@
 //! Pruning of unknown fields (apiextensions-apiserver's `pruning.PruneWithOptions`) and of
 //! `null`s the schema does not allow (`PruneNonNullableNullsWithoutDefaults`).
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use crate::node::Node;
@@ -10,8 +12,18 @@ use crate::node::Node;
 #[derive(Default)]
 pub(crate) struct Tracker {
     on: bool,
-    parent: Vec<String>,
+    /// The path of the value being visited, as it is printed.
+    parent: String,
+    /// How many steps `parent` has (a step may print as nothing: the key `""`).
+    steps: usize,
     pub(crate) paths: Vec<String>,
+}
+
+/// Where a [`Tracker`]'s path stood, to go back to once a child is visited.
+#[derive(Clone, Copy)]
+struct Mark {
+    len: usize,
+    steps: usize,
 }
 
 impl Tracker {
@@ -28,19 +40,38 @@ impl Tracker {
         Tracker::default()
     }
 
+    fn mark(&self) -> Mark {
+        Mark {
+            len: self.parent.len(),
+            steps: self.steps,
+        }
+    }
+
+    fn reset(&mut self, mark: Mark) {
+        self.parent.truncate(mark.len);
+        self.steps = mark.steps;
+    }
+
+    /// Whether the value being visited is the root.
+    fn at_root(&self) -> bool {
+        self.steps == 0
+    }
+
     fn append_key(&mut self, k: &str) {
         if !self.on {
             return;
         }
-        if !self.parent.is_empty() {
-            self.parent.push(".".into());
+        if !self.at_root() {
+            self.parent.push('.');
         }
-        self.parent.push(k.to_string());
+        self.parent.push_str(k);
+        self.steps += 1;
     }
 
     fn append_index(&mut self, i: usize) {
         if self.on {
-            self.parent.push(format!("[{i}]"));
+            let _ = write!(self.parent, "[{i}]");
+            self.steps += 1;
         }
     }
 
@@ -48,17 +79,18 @@ impl Tracker {
         if !self.on {
             return;
         }
-        let len = self.parent.len();
+        let mark = self.mark();
         self.append_key(k);
-        self.paths.push(self.parent.concat());
-        self.parent.truncate(len);
+        self.paths.push(self.parent.clone());
+        self.reset(mark);
     }
 }
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// Prunes `x` against `s`; `as_embedded` treats `s` as an embedded resource (the resource root),
-/// whose apiVersion, kind and metadata are left alone.
+/// whose apiVersion, kind and metadata are left alone. Fields are visited in key order
+/// (serde_json's maps are sorted).
 pub(crate) fn prune_value(x: &mut Value, s: Option<&Node>, as_embedded: bool, t: &mut Tracker) {
     if let Some(s) = s {
         if s.preserve_unknown_fields {
@@ -66,51 +98,43 @@ pub(crate) fn prune_value(x: &mut Value, s: Option<&Node>, as_embedded: bool, t:
             return;
         }
     }
-    let depth = t.parent.len();
+    let mark = t.mark();
     match x {
         Value::Object(map) => {
             let Some(s) = s else {
-                let mut keys: Vec<String> = map.keys().cloned().collect();
-                keys.sort();
-                for k in keys {
-                    t.record(&k);
-                    map.remove(&k);
+                for k in map.keys() {
+                    t.record(k);
                 }
+                map.clear();
                 return;
             };
             let embedded = as_embedded || s.embedded_resource;
-            let mut keys: Vec<String> = map.keys().cloned().collect();
-            keys.sort();
-            for k in keys {
+            map.retain(|k, v| {
                 if embedded && META_FIELDS.contains(&k.as_str()) {
-                    continue;
+                    return true;
                 }
-                if let Some(prop) = s.properties.get(&k) {
-                    t.append_key(&k);
-                    if let Some(v) = map.get_mut(&k) {
-                        prune_value(v, Some(prop), false, t);
+                let child = match s.properties.get(k) {
+                    Some(prop) => Some(prop),
+                    None if s.additional_properties.is_some() => s.additional_schema(),
+                    None => {
+                        if !META_FIELDS.contains(&k.as_str()) || !t.at_root() {
+                            t.record(k);
+                        }
+                        return false;
                     }
-                    t.parent.truncate(depth);
-                } else if s.additional_properties.is_some() {
-                    t.append_key(&k);
-                    if let Some(v) = map.get_mut(&k) {
-                        prune_value(v, s.additional_schema(), false, t);
-                    }
-                    t.parent.truncate(depth);
-                } else {
-                    if !META_FIELDS.contains(&k.as_str()) || !t.parent.is_empty() {
-                        t.record(&k);
-                    }
-                    map.remove(&k);
-                }
-            }
+                };
+                t.append_key(k);
+                prune_value(v, child, false, t);
+                t.reset(mark);
+                true
+            });
         }
         Value::Array(items) => {
             let item_schema = s.and_then(|s| s.items.as_deref());
             for (i, v) in items.iter_mut().enumerate() {
                 t.append_index(i);
                 prune_value(v, item_schema, false, t);
-                t.parent.truncate(depth);
+                t.reset(mark);
             }
         }
         _ => {}
@@ -120,25 +144,21 @@ pub(crate) fn prune_value(x: &mut Value, s: Option<&Node>, as_embedded: bool, t:
 /// Below `x-kubernetes-preserve-unknown-fields`: keep unknown fields, but still prune inside
 /// the fields the schema does specify.
 fn skip_prune(x: &mut Value, s: &Node, embedded: bool, t: &mut Tracker) {
-    let depth = t.parent.len();
+    let mark = t.mark();
     match x {
         Value::Object(map) => {
-            let mut keys: Vec<String> = map.keys().cloned().collect();
-            keys.sort();
-            for k in keys {
+            for (k, v) in map.iter_mut() {
                 if embedded && META_FIELDS.contains(&k.as_str()) {
                     continue;
                 }
-                let Some(v) = map.get_mut(&k) else { continue };
-                if let Some(prop) = s.properties.get(&k) {
-                    t.append_key(&k);
-                    prune_value(v, Some(prop), false, t);
-                    t.parent.truncate(depth);
-                } else if s.additional_properties.is_some() {
-                    t.append_key(&k);
-                    prune_value(v, s.additional_schema(), false, t);
-                    t.parent.truncate(depth);
-                }
+                let child = match s.properties.get(k) {
+                    Some(prop) => Some(prop),
+                    None if s.additional_properties.is_some() => s.additional_schema(),
+                    None => continue,
+                };
+                t.append_key(k);
+                prune_value(v, child, false, t);
+                t.reset(mark);
             }
         }
         Value::Array(items) => {
@@ -146,7 +166,7 @@ fn skip_prune(x: &mut Value, s: &Node, embedded: bool, t: &mut Tracker) {
                 for (i, v) in items.iter_mut().enumerate() {
                     t.append_index(i);
                     skip_prune(v, item_schema, item_schema.embedded_resource, t);
-                    t.parent.truncate(depth);
+                    t.reset(mark);
                 }
             }
         }
@@ -157,22 +177,19 @@ fn skip_prune(x: &mut Value, s: &Node, embedded: bool, t: &mut Tracker) {
 /// `PruneNonNullableNullsWithoutDefaults`: drops `null` object fields whose schema is neither
 /// nullable nor defaulted (defaulted ones are filled in by defaulting).
 pub(crate) fn prune_nulls(x: &mut Value, s: Option<&Node>) {
+    // Below a value without a schema every schema is absent: nothing can be dropped there.
+    let Some(s) = s else { return };
     match x {
-        Value::Object(map) => {
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for k in keys {
-                let schema = s.and_then(|s| s.properties.get(&k).or_else(|| s.additional_schema()));
-                let drop = map.get(&k).is_some_and(Value::is_null)
-                    && schema.is_some_and(|sc| !sc.nullable && sc.default.is_none());
-                if drop {
-                    map.remove(&k);
-                } else if let Some(v) = map.get_mut(&k) {
-                    prune_nulls(v, schema);
-                }
+        Value::Object(map) => map.retain(|k, v| {
+            let schema = s.properties.get(k).or_else(|| s.additional_schema());
+            let drop = v.is_null() && schema.is_some_and(|sc| !sc.nullable && sc.default.is_none());
+            if !drop {
+                prune_nulls(v, schema);
             }
-        }
+            !drop
+        }),
         Value::Array(items) => {
-            let item_schema = s.and_then(|s| s.items.as_deref());
+            let item_schema = s.items.as_deref();
             for v in items {
                 prune_nulls(v, item_schema);
             }

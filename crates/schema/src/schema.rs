@@ -55,7 +55,7 @@ impl Schema {
         let root = Node::from_props(props);
         Schema {
             props: props.clone(),
-            has_embedded: has_embedded(&root),
+            has_embedded: root.embedded_below,
             root,
             has_cel: has_cel(props),
         }
@@ -213,13 +213,4 @@ fn has_cel(p: &JSONSchemaProps) -> bool {
         .chain(p.one_of.iter().flatten())
         .chain(p.not.as_deref())
         .any(has_cel)
-}
-
-/// Whether `node` or a node below it that [`embedded::coerce`] walks into (properties,
-/// additional properties, items) is an `x-kubernetes-embedded-resource`.
-fn has_embedded(node: &Node) -> bool {
-    node.embedded_resource
-        || node.properties.values().any(has_embedded)
-        || node.additional_schema().is_some_and(has_embedded)
-        || node.items.as_deref().is_some_and(has_embedded)
 }

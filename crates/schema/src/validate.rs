@@ -13,6 +13,50 @@ use crate::node::{Additional, Node};
 
 const IN: &str = "body";
 
+/// The path of the value being validated, as kube-openapi writes it into its messages
+/// (`spec.items[0].name`). It is printed only when an error names it: a valid object costs no
+/// path strings.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// The validated value itself: the empty path.
+    Root,
+    /// A property: `parent.name`, or `name` alone under an empty parent.
+    Field(&'a Path<'a>, &'a str),
+    /// `parent.key` even under an empty parent (`.key`): additional properties and required
+    /// fields, as kube-openapi joins them.
+    Dot(&'a Path<'a>, &'a str),
+    /// `parent[i]`.
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    /// Whether the path prints as nothing.
+    fn is_empty(&self) -> bool {
+        match self {
+            Path::Root => true,
+            Path::Field(parent, name) => name.is_empty() && parent.is_empty(),
+            Path::Dot(..) | Path::Index(..) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Field(parent, name) => {
+                if parent.is_empty() {
+                    f.write_str(name)
+                } else {
+                    write!(f, "{parent}.{name}")
+                }
+            }
+            Path::Dot(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
 /// The kube-openapi error codes that the field-error translation distinguishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Code {
@@ -47,7 +91,7 @@ impl OErr {
         }
     }
 
-    fn v(code: Code, name: &str, value: Option<Value>, message: String) -> OErr {
+    fn v(code: Code, name: &Path<'_>, value: Option<Value>, message: String) -> OErr {
         OErr::Validation {
             code,
             name: name.to_string(),
@@ -129,7 +173,7 @@ fn float_value(f: f64) -> Value {
 /// Validates `data` against `schema` and returns kube-apiserver's field errors. `prefix` is
 /// the field path of `data` (empty for a whole object, whose pathless errors print `<nil>`).
 pub(crate) fn validate(schema: &Node, data: &Value, prefix: &str) -> Vec<FieldError> {
-    let res = validate_schema(schema, "", data);
+    let res = validate_schema(schema, &Path::Root, data);
     to_field_errors(prefix, res)
 }
 
@@ -192,7 +236,7 @@ fn to_field_errors(prefix: &str, res: Res) -> Vec<FieldError> {
 }
 
 /// `SchemaValidator.Validate`.
-fn validate_schema(s: &Node, path: &str, data: &Value) -> Res {
+fn validate_schema(s: &Node, path: &Path<'_>, data: &Value) -> Res {
     let mut result = Res::default();
     if data.is_null() {
         result.merge(validate_type(s, path, data));
@@ -238,7 +282,7 @@ fn validate_schema(s: &Node, path: &str, data: &Value) -> Res {
 }
 
 /// `errors.InvalidType`: the message quotes the value when it is a string.
-fn invalid_type(path: &str, type_name: &str, value: Value) -> OErr {
+fn invalid_type(path: &Path<'_>, type_name: &str, value: Value) -> OErr {
     let message = match &value {
         Value::String(v) => format!("{path} in {IN} must be of type {type_name}: {}", gofmt::quote(v)),
         _ => format!("{path} in {IN} must be of type {type_name}"),
@@ -289,7 +333,7 @@ fn is_float_a_json_integer(f: f64) -> bool {
 /// `typeValidator.Validate`.
 // The conditions are kept in kube-openapi's shape so they can be compared line by line.
 #[allow(clippy::nonminimal_bool)]
-fn validate_type(s: &Node, path: &str, data: &Value) -> Res {
+fn validate_type(s: &Node, path: &Path<'_>, data: &Value) -> Res {
     let has = |t: &str| s.types.iter().any(|x| x == t);
     if data.is_null() {
         if !s.types.is_empty() && !has("null") && !s.nullable {
@@ -339,7 +383,7 @@ fn validate_type(s: &Node, path: &str, data: &Value) -> Res {
 }
 
 /// `schemaPropsValidator.Validate`: allOf, oneOf, anyOf, not.
-fn validate_schema_props(s: &Node, path: &str, data: &Value) -> Res {
+fn validate_schema_props(s: &Node, path: &Path<'_>, data: &Value) -> Res {
     let mut main = Res::default();
     if !s.any_of.is_empty() {
         let mut best: Option<Res> = None;
@@ -360,7 +404,7 @@ fn validate_schema_props(s: &Node, path: &str, data: &Value) -> Res {
         if !succeeded {
             main.add(OErr::Plain(format!(
                 "{} must validate at least one schema (anyOf)",
-                gofmt::quote(path)
+                gofmt::quote(&path.to_string())
             )));
         }
         if let Some(b) = best {
@@ -395,7 +439,7 @@ fn validate_schema_props(s: &Node, path: &str, data: &Value) -> Res {
             };
             main.add(OErr::Plain(format!(
                 "{} must validate one and only one schema (oneOf). {additional}",
-                gofmt::quote(path)
+                gofmt::quote(&path.to_string())
             )));
             if let Some(b) = best {
                 main.merge(b);
@@ -417,7 +461,7 @@ fn validate_schema_props(s: &Node, path: &str, data: &Value) -> Res {
             let additional = if validated == 0 { ". None validated" } else { "" };
             main.add(OErr::Plain(format!(
                 "{} must validate all the schemas (allOf){additional}",
-                gofmt::quote(path)
+                gofmt::quote(&path.to_string())
             )));
         }
     }
@@ -425,7 +469,7 @@ fn validate_schema_props(s: &Node, path: &str, data: &Value) -> Res {
         if validate_schema(not, path, data).is_valid() {
             main.add(OErr::Plain(format!(
                 "{} must not validate the schema (not)",
-                gofmt::quote(path)
+                gofmt::quote(&path.to_string())
             )));
         }
     }
@@ -434,7 +478,7 @@ fn validate_schema_props(s: &Node, path: &str, data: &Value) -> Res {
 }
 
 /// `stringValidator.Validate`: only the first failing check is reported.
-fn validate_string(s: &Node, path: &str, data: &str) -> Res {
+fn validate_string(s: &Node, path: &Path<'_>, data: &str) -> Res {
     let len = data.chars().count() as i64;
     if let Some(max) = s.max_length {
         if len > max {
@@ -476,12 +520,42 @@ fn validate_string(s: &Node, path: &str, data: &str) -> Res {
 
 /// `IsValueValidAgainstRange`: whether a number (the value or a bound) fits the declared
 /// integer/number format.
-fn value_fits_range(val: Num, type_name: &str, format: &str, prefix: &str, path: &str) -> Option<OErr> {
+fn value_fits_range(val: Num, type_name: &str, format: &str, prefix: &str, path: &Path<'_>) -> Option<OErr> {
+    if fits_range(val, type_name, format) {
+        return None;
+    }
+    let message = if format.is_empty() {
+        format!("{prefix} value must be of type {type_name} (default format) in {path}")
+    } else {
+        format!("{prefix} value must be of type {type_name} with format {format} in {path}")
+    };
+    Some(OErr::Plain(message))
+}
+
+/// The test of `IsValueValidAgainstRange`, without printing the usual numbers: an integer, or
+/// a float below 2^53 in magnitude (printed with all its digits), fits an integer format when
+/// it is integral and in range; a float prints in the fewest digits that read back as itself.
+fn fits_range(val: Num, type_name: &str, format: &str) -> bool {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    match (type_name, val) {
+        ("integer", Num::Int(i)) => format != "int32" || i32::try_from(i).is_ok(),
+        ("integer", Num::Float(f)) if f.abs() < EXACT => {
+            f.fract() == 0.0
+                && (format != "int32" || (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&f))
+        }
+        ("integer", Num::Float(_)) => fits_range_as_printed(val, type_name, format),
+        (_, Num::Int(_)) => true,
+        (_, Num::Float(f)) => format != "float" || (f.is_finite() && f.abs() <= f64::from(f32::MAX)),
+    }
+}
+
+/// `IsValueValidAgainstRange` as kube-openapi writes it: print the number, parse it back.
+fn fits_range_as_printed(val: Num, type_name: &str, format: &str) -> bool {
     let rep = match val {
         Num::Int(i) => i.to_string(),
         Num::Float(f) => format_float_f(f),
     };
-    let ok = match type_name {
+    match type_name {
         "integer" => match format {
             "int32" => rep.parse::<i32>().is_ok(),
             _ => rep.parse::<i64>().is_ok(),
@@ -493,16 +567,7 @@ fn value_fits_range(val: Num, type_name: &str, format: &str, prefix: &str, path:
                 .unwrap_or(false),
             _ => true,
         },
-    };
-    if ok {
-        return None;
     }
-    let message = if format.is_empty() {
-        format!("{prefix} value must be of type {type_name} (default format) in {path}")
-    } else {
-        format!("{prefix} value must be of type {type_name} with format {format} in {path}")
-    };
-    Some(OErr::Plain(message))
 }
 
 /// `strconv.FormatFloat(f, 'f', -1, 64)`.
@@ -511,7 +576,7 @@ fn format_float_f(f: f64) -> String {
 }
 
 /// `numberValidator.Validate`.
-fn validate_number(s: &Node, path: &str, val: Num) -> Res {
+fn validate_number(s: &Node, path: &Path<'_>, val: Num) -> Res {
     let mut res = Res::default();
     let single = if s.types.len() == 1 {
         s.types[0].as_str()
@@ -597,7 +662,7 @@ fn validate_number(s: &Node, path: &str, val: Num) -> Res {
     res
 }
 
-fn multiple_of_native(path: &str, val: Num, factor: f64) -> Option<OErr> {
+fn multiple_of_native(path: &Path<'_>, val: Num, factor: f64) -> Option<OErr> {
     match val {
         Num::Int(data) => {
             let factor = factor as i64;
@@ -624,7 +689,7 @@ fn multiple_of_native(path: &str, val: Num, factor: f64) -> Option<OErr> {
     }
 }
 
-fn multiple_of_float(path: &str, data: f64, factor: f64) -> Option<OErr> {
+fn multiple_of_float(path: &Path<'_>, data: f64, factor: f64) -> Option<OErr> {
     if factor <= 0.0 {
         return Some(OErr::v(
             Code::Other,
@@ -655,7 +720,7 @@ fn multiple_of_float(path: &str, data: f64, factor: f64) -> Option<OErr> {
     None
 }
 
-fn bound_message(path: &str, bound: &str, exclusive: bool, is_max: bool) -> String {
+fn bound_message(path: &Path<'_>, bound: &str, exclusive: bool, is_max: bool) -> String {
     let relation = match (is_max, exclusive) {
         (true, false) => "less than or equal to",
         (true, true) => "less than",
@@ -665,7 +730,7 @@ fn bound_message(path: &str, bound: &str, exclusive: bool, is_max: bool) -> Stri
     format!("{path} in {IN} should be {relation} {bound}")
 }
 
-fn bound_float(path: &str, data: f64, bound: f64, exclusive: bool, is_max: bool) -> Option<OErr> {
+fn bound_float(path: &Path<'_>, data: f64, bound: f64, exclusive: bool, is_max: bool) -> Option<OErr> {
     let fails = if is_max {
         (!exclusive && data > bound) || (exclusive && data >= bound)
     } else {
@@ -681,7 +746,7 @@ fn bound_float(path: &str, data: f64, bound: f64, exclusive: bool, is_max: bool)
     })
 }
 
-fn maximum_native(path: &str, val: Num, max: f64, exclusive: bool) -> Option<OErr> {
+fn maximum_native(path: &Path<'_>, val: Num, max: f64, exclusive: bool) -> Option<OErr> {
     match val {
         Num::Int(data) => {
             let max = max as i64;
@@ -699,7 +764,7 @@ fn maximum_native(path: &str, val: Num, max: f64, exclusive: bool) -> Option<OEr
     }
 }
 
-fn minimum_native(path: &str, val: Num, min: f64, exclusive: bool) -> Option<OErr> {
+fn minimum_native(path: &Path<'_>, val: Num, min: f64, exclusive: bool) -> Option<OErr> {
     match val {
         Num::Int(data) => {
             let min = min as i64;
@@ -718,11 +783,11 @@ fn minimum_native(path: &str, val: Num, min: f64, exclusive: bool) -> Option<OEr
 }
 
 /// `schemaSliceValidator.Validate`.
-fn validate_slice(s: &Node, path: &str, items: &[Value]) -> Res {
+fn validate_slice(s: &Node, path: &Path<'_>, items: &[Value]) -> Res {
     let mut result = Res::default();
     if let Some(item_schema) = &s.items {
         for (i, item) in items.iter().enumerate() {
-            result.merge(validate_schema(item_schema, &format!("{path}[{i}]"), item));
+            result.merge(validate_schema(item_schema, &Path::Index(path, i), item));
         }
     }
     let size = items.len() as i64;
@@ -769,7 +834,7 @@ fn validate_slice(s: &Node, path: &str, items: &[Value]) -> Res {
 }
 
 /// `basicCommonValidator.Validate`: the enum check, with Go's conversion rules.
-fn validate_common(s: &Node, path: &str, data: &Value) -> Res {
+fn validate_common(s: &Node, path: &Path<'_>, data: &Value) -> Res {
     if s.enum_.is_empty() || s.enum_.iter().any(|e| enum_matches(data, e)) {
         return Res::default();
     }
@@ -839,7 +904,7 @@ pub(crate) fn go_deep_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// `objectValidator.Validate`.
-fn validate_object(s: &Node, path: &str, map: &Map<String, Value>) -> Res {
+fn validate_object(s: &Node, path: &Path<'_>, map: &Map<String, Value>) -> Res {
     let mut res = Res::default();
     let size = map.len() as i64;
     if let Some(min) = s.min_properties {
@@ -866,27 +931,24 @@ fn validate_object(s: &Node, path: &str, map: &Map<String, Value>) -> Res {
             });
         }
     }
-    let mut keys: Vec<&String> = map.keys().collect();
-    keys.sort();
+    // In key order: serde_json's maps are sorted, as kube-openapi sorts the keys.
     match &s.additional_properties {
         Some(Additional::Bool(false)) => {
-            for k in &keys {
+            for k in map.keys() {
                 if !s.properties.contains_key(k.as_str()) {
                     res.add(OErr::v(
                         Code::Other,
                         path,
-                        Some(Value::String((*k).clone())),
+                        Some(Value::String(k.clone())),
                         format!("{path}.{k} in {IN} is a forbidden property"),
                     ));
                 }
             }
         }
         Some(Additional::Schema(extra)) => {
-            for k in &keys {
+            for (k, v) in map {
                 if !s.properties.contains_key(k.as_str()) {
-                    if let Some(v) = map.get(k.as_str()) {
-                        res.merge(validate_schema(extra, &format!("{path}.{k}"), v));
-                    }
+                    res.merge(validate_schema(extra, &Path::Dot(path, k), v));
                 }
             }
         }
@@ -894,17 +956,12 @@ fn validate_object(s: &Node, path: &str, map: &Map<String, Value>) -> Res {
     }
     for (name, prop) in &s.properties {
         if let Some(v) = map.get(name) {
-            let child = if path.is_empty() {
-                name.clone()
-            } else {
-                format!("{path}.{name}")
-            };
-            res.merge(validate_schema(prop, &child, v));
+            res.merge(validate_schema(prop, &Path::Field(path, name), v));
         }
     }
     for k in &s.required {
         if !map.contains_key(k) {
-            let name = format!("{path}.{k}");
+            let name = Path::Dot(path, k);
             let message = format!("{name} in {IN} is required");
             res.add(OErr::v(Code::Required, &name, None, message));
         }
@@ -915,6 +972,98 @@ fn validate_object(s: &Node, path: &str, map: &Map<String, Value>) -> Res {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn range_fits_as_the_printed_number_parses() {
+        let ints = [
+            0,
+            1,
+            -1,
+            42,
+            i64::from(i32::MAX),
+            i64::from(i32::MAX) + 1,
+            i64::from(i32::MIN),
+            i64::from(i32::MIN) - 1,
+            i64::MAX,
+            i64::MIN,
+        ];
+        let floats = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.0,
+            3.0,
+            -7.0,
+            1e-300,
+            2147483647.0,
+            2147483648.0,
+            -2147483648.0,
+            -2147483649.0,
+            2147483647.5,
+            9_223_372_036_854_774_784.0,
+            9_223_372_036_854_775_808.0,
+            -9_223_372_036_854_775_808.0,
+            -9_223_372_036_854_777_856.0,
+            1e21,
+            1e300,
+            f64::from(f32::MAX),
+            f64::from(f32::MAX) * 1.000_001,
+            -f64::from(f32::MAX),
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        let values = ints
+            .iter()
+            .map(|&i| Num::Int(i))
+            .chain(floats.iter().map(|&f| Num::Float(f)));
+        for val in values {
+            for (type_name, format) in [
+                ("integer", "int32"),
+                ("integer", "int64"),
+                ("integer", ""),
+                ("number", "float"),
+                ("number", "double"),
+                ("number", ""),
+                ("", ""),
+            ] {
+                assert_eq!(
+                    fits_range(val, type_name, format),
+                    fits_range_as_printed(val, type_name, format),
+                    "{val:?} as {type_name}/{format}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn paths_print_as_kube_openapi_joins_them() {
+        let root = Path::Root;
+        let spec = Path::Field(&root, "spec");
+        let items = Path::Field(&spec, "items");
+        let first = Path::Index(&items, 0);
+        assert_eq!(Path::Field(&first, "name").to_string(), "spec.items[0].name");
+        assert_eq!(Path::Dot(&root, "extra").to_string(), ".extra");
+        assert_eq!(Path::Dot(&spec, "extra").to_string(), "spec.extra");
+        assert_eq!(Path::Index(&root, 2).to_string(), "[2]");
+        // A property named "" prints as nothing, so its own property has no leading dot.
+        let unnamed = Path::Field(&root, "");
+        assert!(unnamed.is_empty());
+        assert_eq!(Path::Field(&unnamed, "a").to_string(), "a");
+        assert_eq!(Path::Field(&Path::Dot(&root, ""), "a").to_string(), "..a");
+    }
+
+    #[test]
+    fn maps_iterate_in_key_order() {
+        // The validators visit keys in map order and kube-openapi sorts them: that is the same
+        // order only while serde_json's `Map` is a BTreeMap (no `preserve_order` feature).
+        let map: Map<String, Value> = serde_json::from_str(r#"{"b": 1, "a": 2, "c": 3, "B": 4}"#).unwrap();
+        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["B", "a", "b", "c"]);
+    }
 
     #[test]
     fn float_integers_like_swag() {
