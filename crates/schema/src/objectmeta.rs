@@ -274,14 +274,15 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
     keys.sort();
     for k in keys {
         let v = &m[k.as_str()];
-        let field = format!("ObjectMeta.{k}");
+        // Named only in an error.
+        let field = || format!("ObjectMeta.{k}");
         match k.as_str() {
             "name" | "generateName" | "namespace" | "selfLink" | "uid" | "resourceVersion" => match v {
                 Value::String(s) if !s.is_empty() => {
                     out.insert(k.clone(), v.clone());
                 }
                 Value::String(_) | Value::Null => {}
-                other => return Err(unmarshal_error(other, &field, "string")),
+                other => return Err(unmarshal_error(other, &field(), "string")),
             },
             "generation" | "deletionGracePeriodSeconds" => match v {
                 Value::Null => {}
@@ -290,9 +291,9 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
                     Some(_) => {
                         out.insert(k.clone(), v.clone());
                     }
-                    None => return Err(unmarshal_error(v, &field, "int64")),
+                    None => return Err(unmarshal_error(v, &field(), "int64")),
                 },
-                other => return Err(unmarshal_error(other, &field, "int64")),
+                other => return Err(unmarshal_error(other, &field(), "int64")),
             },
             "creationTimestamp" | "deletionTimestamp" => match v {
                 Value::Null => {}
@@ -305,7 +306,7 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
                     })?;
                     out.insert(k.clone(), Value::String(crate::time::format_rfc3339_utc(t)));
                 }
-                other => return Err(unmarshal_error(other, &field, "v1.Time")),
+                other => return Err(unmarshal_error(other, &field(), "v1.Time")),
             },
             "labels" | "annotations" => match v {
                 Value::Null => {}
@@ -319,21 +320,21 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
                             Value::Null => {
                                 strings.insert(ek.clone(), Value::String(String::new()));
                             }
-                            other => return Err(unmarshal_error(other, &field, "string")),
+                            other => return Err(unmarshal_error(other, &field(), "string")),
                         }
                     }
                     if !strings.is_empty() {
                         out.insert(k.clone(), Value::Object(strings));
                     }
                 }
-                other => return Err(unmarshal_error(other, &field, "map[string]string")),
+                other => return Err(unmarshal_error(other, &field(), "map[string]string")),
             },
             "finalizers" => match v {
                 Value::Null => {}
                 Value::Array(items) => {
                     for it in items {
                         if !it.is_string() && !it.is_null() {
-                            return Err(unmarshal_error(it, &field, "string"));
+                            return Err(unmarshal_error(it, &field(), "string"));
                         }
                     }
                     let list: Vec<Value> = items
@@ -350,7 +351,7 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
                         out.insert(k.clone(), Value::Array(list));
                     }
                 }
-                other => return Err(unmarshal_error(other, &field, "[]string")),
+                other => return Err(unmarshal_error(other, &field(), "[]string")),
             },
             "ownerReferences" => match v {
                 Value::Null => {}
@@ -367,7 +368,7 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
                         out.insert(k.clone(), Value::Array(refs));
                     }
                 }
-                other => return Err(unmarshal_error(other, &field, "[]v1.OwnerReference")),
+                other => return Err(unmarshal_error(other, &field(), "[]v1.OwnerReference")),
             },
             "managedFields" => match v {
                 Value::Null => {}
@@ -376,7 +377,7 @@ pub fn coerce_object_meta(meta: &Value, object_path: &str) -> Result<CoercedMeta
                         out.insert(k.clone(), v.clone());
                     }
                 }
-                other => return Err(unmarshal_error(other, &field, "[]v1.ManagedFieldsEntry")),
+                other => return Err(unmarshal_error(other, &field(), "[]v1.ManagedFieldsEntry")),
             },
             _ => unknown.push(format!("{prefix}.{k}")),
         }
