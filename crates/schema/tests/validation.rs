@@ -398,6 +398,54 @@ fn embedded_resources() {
     ]);
 }
 
+/// Set and map lists and embedded resources deep below properties, additional properties and
+/// items are found, beside subtrees that have neither (which the walks skip), and errors keep
+/// kube-apiserver's order.
+#[test]
+fn nested_lists_and_embedded_resources() {
+    let yaml = r#"
+type: object
+properties:
+  plain: {type: object, properties: {x: {type: array, items: {type: string}}}}
+  groups:
+    type: object
+    additionalProperties:
+      type: array
+      items:
+        type: object
+        properties:
+          tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+          other: {type: string}
+  items:
+    type: array
+    items:
+      type: object
+      properties:
+        template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+        plain: {type: integer}
+"#;
+    check(&[
+        (
+            yaml,
+            json!({
+                "plain": {"x": ["a", "a"]},
+                "groups": {"b": [{"tags": ["p", "q"]}, {"tags": ["q", "q"], "other": "o"}], "a": [{"tags": ["z", "z"]}]},
+                "items": [{"plain": 1}, {"template": {"apiVersion": "v1", "kind": "ConfigMap"}}, {"template": {"kind": "Pod"}}],
+            }),
+            &[
+                "spec.items[2].template.apiVersion: Required value",
+                r#"spec.groups[a][0].tags[1]: Duplicate value: "z""#,
+                r#"spec.groups[b][1].tags[1]: Duplicate value: "q""#,
+            ],
+        ),
+        (
+            yaml,
+            json!({"plain": {"x": ["a", "a"]}, "groups": {"a": [{"tags": ["y", "z"]}]}, "items": [{"plain": 2}]}),
+            &[],
+        ),
+    ]);
+}
+
 #[test]
 fn status_only() {
     let props: JSONSchemaProps = serde_json::from_value(json!({
