@@ -26,6 +26,12 @@
 //! Not implemented: CEL (`x-kubernetes-validations`) rules are accepted (their static shape
 //! is checked) but never evaluated; [`Schema::has_cel_rules`] tells a caller so it can warn.
 //! Validation ratcheting on update is not implemented (updates are validated like creates).
+//!
+//! Cost: every write of a custom resource runs these walks, so they allocate nothing on a valid
+//! object. Paths are built only into an error, maps are walked in their own (sorted) order
+//! without copying keys, and schema nodes record whether an embedded resource or a set/map list
+//! is below them so the walks that look for those skip the rest (round 33 in
+//! docs/benchmarks.md).
 
 mod defaulting;
 mod embedded;
