@@ -439,10 +439,15 @@ pub struct DecodeError {
 }
 
 fn round_trip<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, DecodeError> {
-    let typed: T = serde_path_to_error::deserialize(value).map_err(|e| DecodeError {
-        field: e.path().to_string(),
-        message: e.inner().to_string(),
-    })?;
+    // Decoded plainly first: tracking the path costs a string per field, and only an error
+    // needs it, so a value that does not decode is decoded once more to name the field.
+    let typed: T = match T::deserialize(value) {
+        Ok(typed) => typed,
+        Err(_) => serde_path_to_error::deserialize(value).map_err(|e| DecodeError {
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?,
+    };
     serde_json::to_value(&typed).map_err(|e| DecodeError {
         field: String::new(),
         message: e.to_string(),

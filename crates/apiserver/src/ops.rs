@@ -1574,14 +1574,21 @@ fn unknown_fields_at(original: &Value, decoded: &Value, path: &mut String, out: 
     let len = path.len();
     match (original, decoded) {
         (Value::Object(o), Value::Object(d)) => {
+            // Both maps iterate in key order (serde_json's maps are sorted): walked side by
+            // side, each key is compared once instead of looked up.
+            let mut decoded = d.iter().peekable();
             for (k, v) in o {
+                while decoded.next_if(|(dk, _)| dk.as_str() < k.as_str()).is_some() {}
+                let dv = decoded.next_if(|(dk, _)| *dk == k).map(|(_, dv)| dv);
+                if dv.is_none() && v.is_null() {
+                    continue;
+                }
                 if !path.is_empty() {
                     path.push('.');
                 }
                 path.push_str(k);
-                match d.get(k) {
+                match dv {
                     Some(dv) => unknown_fields_at(v, dv, path, out),
-                    None if v.is_null() => {}
                     None => out.push(path.clone()),
                 }
                 path.truncate(len);
@@ -2211,6 +2218,14 @@ mod tests {
         let mut out = Vec::new();
         unknown_fields(&original, &decoded, "spec", &mut out);
         assert_eq!(out, vec!["spec.a[1][0].lost", "spec.z"]);
+
+        // Keys only the typed form has (defaults), before, between and after the original's,
+        // and lost keys at both ends.
+        let original = json!({"0": 1, "b": 2, "bb": null, "d": {"y": 1}, "zz": 3});
+        let decoded = json!({"a": 0, "b": 2, "c": 0, "d": {"x": 0, "y": 1}, "e": 0});
+        let mut out = Vec::new();
+        unknown_fields(&original, &decoded, "", &mut out);
+        assert_eq!(out, vec!["0", "zz"]);
     }
 
     #[test]
