@@ -25,9 +25,6 @@ pub struct Schema {
     props: JSONSchemaProps,
     root: Node,
     has_cel: bool,
-    /// Whether any node [`embedded::coerce`] visits is an embedded resource: without one,
-    /// pruning has no metadata to coerce.
-    has_embedded: bool,
 }
 
 impl Schema {
@@ -55,7 +52,6 @@ impl Schema {
         let root = Node::from_props(props);
         Schema {
             props: props.clone(),
-            has_embedded: root.embedded_below,
             root,
             has_cel: has_cel(props),
         }
@@ -113,7 +109,8 @@ impl Schema {
         let mut paths = tracker.paths;
         paths.sort();
         prune::prune_nulls(value, Some(&self.root));
-        if !self.has_embedded {
+        // Without an embedded resource in the schema there is no metadata to coerce.
+        if !self.root.embedded_below {
             return paths;
         }
         // Metadata that does not decode is left for `validate` to report (a failed coercion
