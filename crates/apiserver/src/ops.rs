@@ -1576,10 +1576,10 @@ fn unknown_fields_at(original: &Value, decoded: &Value, path: &mut String, out: 
         (Value::Object(o), Value::Object(d)) => {
             // Both maps iterate in key order (serde_json's maps are sorted): walked side by
             // side, each key is compared once instead of looked up.
-            let mut decoded = d.iter().peekable();
+            let mut rest = d.iter().peekable();
             for (k, v) in o {
-                while decoded.next_if(|(dk, _)| dk.as_str() < k.as_str()).is_some() {}
-                let dv = decoded.next_if(|(dk, _)| *dk == k).map(|(_, dv)| dv);
+                while rest.next_if(|(dk, _)| dk.as_str() < k.as_str()).is_some() {}
+                let dv = rest.next_if(|(dk, _)| *dk == k).map(|(_, dv)| dv);
                 if dv.is_none() && v.is_null() {
                     continue;
                 }
