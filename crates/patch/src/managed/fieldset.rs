@@ -362,6 +362,23 @@ impl FieldSet {
         self.children.retain(|_, c| !c.is_empty());
     }
 
+    /// Whether some path is in both sets ([`FieldSet::intersection`] is not empty), found
+    /// without building the intersection.
+    pub fn intersects(&self, other: &FieldSet) -> bool {
+        let (small, large) = if self.members.len() <= other.members.len() {
+            (&self.members, &other.members)
+        } else {
+            (&other.members, &self.members)
+        };
+        small.iter().any(|m| large.contains(m))
+            || self.children.iter().any(|(pe, child)| {
+                other
+                    .children
+                    .get(pe)
+                    .is_some_and(|theirs| child.intersects(theirs))
+            })
+    }
+
     /// Keep only the paths also in `other` ([`FieldSet::intersection`] in place).
     pub fn intersection_with(&mut self, other: &FieldSet) {
         self.members.retain(|m| other.members.contains(m));
@@ -401,6 +418,23 @@ impl FieldSet {
             })
             .collect();
         FieldSet { members, children }
+    }
+
+    /// [`FieldSet::recursive_difference`] in place.
+    pub fn recursive_difference_with(&mut self, other: &FieldSet) {
+        self.members.retain(|m| !other.members.contains(m));
+        self.children.retain(|pe, child| {
+            if other.members.contains(pe) {
+                return false;
+            }
+            match other.children.get(pe) {
+                None => true,
+                Some(theirs) => {
+                    child.recursive_difference_with(theirs);
+                    !child.is_empty()
+                }
+            }
+        });
     }
 
     /// Only the paths equal to or below one of `prefixes`' members (structured-merge-diff's
@@ -652,6 +686,63 @@ mod tests {
         assert_eq!(a.filter_include(&prefixes).paths(), vec![".d", ".a.c"]);
         assert!(a.difference(&a).is_empty());
         assert_eq!(a.difference(&a), FieldSet::new());
+    }
+
+    /// The in-place operations and `intersects` against the operations that build a new set,
+    /// over every pair of a family of sets: members and subtrees at several depths, a member
+    /// that is also a subtree's prefix, list keys and set values, the empty set.
+    #[test]
+    fn in_place_operations_agree_with_the_copying_ones() {
+        let key = PathElement::Key(vec![("name".into(), json!("web"))]);
+        let item = PathElement::Value(json!("a.io/x"));
+        let paths: Vec<Vec<PathElement>> = vec![
+            vec![f("a")],
+            vec![f("a"), f("b")],
+            vec![f("a"), f("c"), f("d")],
+            vec![f("d")],
+            vec![f("e"), key.clone()],
+            vec![f("e"), key.clone(), f("image")],
+            vec![f("e"), key, f("ports")],
+            vec![f("g"), item],
+            vec![f("status"), f("conditions")],
+        ];
+        // Every subset of the paths whose index bits match one of these masks.
+        let masks = [
+            0u32,
+            0b1,
+            0b10,
+            0b110,
+            0b1001,
+            0b111_0000,
+            0b1_0101_0101,
+            0b1_1111_1111,
+            0b1_0000_0010,
+        ];
+        let sets: Vec<FieldSet> = masks
+            .iter()
+            .map(|mask| {
+                FieldSet::from_paths(
+                    paths
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| mask & (1 << i) != 0)
+                        .map(|(_, p)| p.as_slice()),
+                )
+            })
+            .collect();
+        for a in &sets {
+            for b in &sets {
+                assert_eq!(a.intersects(b), !a.intersection(b).is_empty(), "{a:?} {b:?}");
+                let mut d = a.clone();
+                d.difference_with(b);
+                assert_eq!(d, a.difference(b));
+                let mut r = a.clone();
+                r.recursive_difference_with(b);
+                assert_eq!(r, a.recursive_difference(b));
+                // What smd_update relies on: taking away the overlap is taking away the other.
+                assert_eq!(a.difference(&a.intersection(b)), a.difference(b));
+            }
+        }
     }
 
     #[test]

@@ -26,6 +26,8 @@ mod fieldset;
 mod typed;
 mod value;
 
+use std::sync::LazyLock;
+
 use serde_json::{Map, Value, json};
 
 pub use fieldset::{FieldSet, PathElement, path_string};
@@ -109,6 +111,19 @@ impl Filter {
         match self {
             Filter::All => set.clone(),
             Filter::Exclude(excluded) => set.recursive_difference(excluded),
+            Filter::Include(included) => set.filter_include(included),
+        }
+    }
+
+    /// [`Filter::apply`] to a set the caller gives up: nothing is copied but for
+    /// [`Filter::Include`].
+    pub fn apply_to(&self, mut set: FieldSet) -> FieldSet {
+        match self {
+            Filter::All => set,
+            Filter::Exclude(excluded) => {
+                set.recursive_difference_with(excluded);
+                set
+            }
             Filter::Include(included) => set.filter_include(included),
         }
     }
@@ -273,6 +288,9 @@ fn zero_baseline(obj: &Value) -> Value {
     zero
 }
 
+/// Paths kube-apiserver never records as owned ([`strip_set`]), built once.
+static STRIP_SET: LazyLock<FieldSet> = LazyLock::new(strip_set);
+
 /// Paths kube-apiserver never records as owned.
 fn strip_set() -> FieldSet {
     let f = |n: &str| PathElement::Field(n.to_string());
@@ -299,7 +317,7 @@ fn strip_set() -> FieldSet {
 /// `stripMetaManager.stripFields` for one manager.
 fn strip_meta(fields: &mut std::collections::BTreeMap<ManagerKey, VersionedSet>, key: &ManagerKey) {
     if let Some(vs) = fields.get_mut(key) {
-        vs.set = vs.set.difference(&strip_set());
+        vs.set.difference_with(&STRIP_SET);
         if vs.set.is_empty() {
             fields.remove(key);
         }
@@ -309,7 +327,13 @@ fn strip_meta(fields: &mut std::collections::BTreeMap<ManagerKey, VersionedSet>,
 type Conflicts = Vec<(ManagerKey, Vec<PathElement>)>;
 
 /// `Updater.update`: take changed fields away from other managers (failing on conflicts unless
-/// `force`), remove deleted fields from them, drop empty entries.
+/// `force`), remove deleted fields from them, drop empty entries. Returns the fields that
+/// changed (modified or added, through the filter).
+///
+/// The sets are changed in place: a manager's conflict with the change is the part of its set
+/// the change touches, and taking that part away is taking the change away
+/// (`set - (set ∩ changed) = set - changed`), so the intersections are built only for the
+/// error that lists them.
 fn smd_update(
     live: &Value,
     new: &Value,
@@ -317,40 +341,45 @@ fn smd_update(
     workflow: Option<&ManagerKey>,
     force: bool,
     ctx: &Ctx,
-) -> Result<typed::Comparison, Conflicts> {
-    let cmp = typed::compare(live, new, ctx.shape).filtered(ctx.filter);
-    let changed = cmp.modified.union(&cmp.added);
-    let mut conflicts: Vec<(ManagerKey, FieldSet)> = Vec::new();
-    for (key, vs) in fields.iter() {
-        if Some(key) == workflow {
-            continue;
-        }
-        let c = vs.set.intersection(&changed);
-        if !c.is_empty() {
-            conflicts.push((key.clone(), c));
-        }
-    }
-    if !force && !conflicts.is_empty() {
+) -> Result<FieldSet, Conflicts> {
+    let typed::Comparison {
+        removed,
+        modified,
+        added,
+    } = typed::compare(live, new, ctx.shape).filtered(ctx.filter);
+    let mut changed = modified;
+    changed.union_with(&added);
+    let others = |key: &ManagerKey| Some(key) != workflow;
+    let conflicting = fields
+        .iter()
+        .any(|(key, vs)| others(key) && vs.set.intersects(&changed));
+    if conflicting && !force {
+        let mut conflicts: Vec<(ManagerKey, FieldSet)> = fields
+            .iter()
+            .filter(|(key, vs)| others(key) && vs.set.intersects(&changed))
+            .map(|(key, vs)| (key.clone(), vs.set.intersection(&changed)))
+            .collect();
         conflicts.sort_by_key(|(k, _)| k.identifier());
         return Err(conflicts
             .into_iter()
             .flat_map(|(k, set)| set.iter_paths().into_iter().map(move |p| (k.clone(), p)))
             .collect());
     }
-    for (key, c) in &conflicts {
-        if let Some(vs) = fields.get_mut(key) {
-            vs.set = vs.set.difference(c);
-        }
-    }
-    if !cmp.removed.is_empty() {
+    if conflicting || !removed.is_empty() {
         for (key, vs) in fields.iter_mut() {
-            if Some(key) != workflow {
-                vs.set = vs.set.difference(&cmp.removed);
+            if !others(key) {
+                continue;
+            }
+            if conflicting {
+                vs.set.difference_with(&changed);
+            }
+            if !removed.is_empty() {
+                vs.set.difference_with(&removed);
             }
         }
     }
     fields.retain(|_, vs| !vs.set.is_empty());
-    Ok(cmp)
+    Ok(changed)
 }
 
 /// `Updater.prune`: remove what the manager applied last time and no longer applies, unless
@@ -401,16 +430,18 @@ fn apply_layers(
         ctx.subresource,
     );
     let merged = typed::merge(live, applied, ctx.shape);
-    let last = managed.fields.get(&key).map(|vs| vs.set.clone());
-    let set = ctx.filter.apply(&typed::to_field_set(applied, ctx.shape));
-    managed.fields.insert(
-        key.clone(),
-        VersionedSet {
-            set,
-            api_version: ctx.api_version.to_string(),
-            applied: true,
-        },
-    );
+    let set = ctx.filter.apply_to(typed::to_field_set(applied, ctx.shape));
+    let last = managed
+        .fields
+        .insert(
+            key.clone(),
+            VersionedSet {
+                set,
+                api_version: ctx.api_version.to_string(),
+                applied: true,
+            },
+        )
+        .map(|previous| previous.set);
     let new_obj = prune(merged, &managed.fields, last, ctx.shape);
     smd_update(live, &new_obj, &mut managed.fields, Some(&key), force, ctx)?;
     strip_meta(&mut managed.fields, &key);
@@ -430,16 +461,17 @@ fn update_layers(live: &Value, new: &Value, managed: &mut Managed, manager: &str
     );
     // The operation is tracked as a fresh manager ("current-operation"), so the manager's own
     // earlier entry loses changed fields like everyone else's, then gets them back.
-    let Ok(cmp) = smd_update(live, new, &mut managed.fields, None, true, ctx) else {
+    // `changed` has been through the filter already.
+    let Ok(mut set) = smd_update(live, new, &mut managed.fields, None, true, ctx) else {
         return;
     };
-    let set = ctx
-        .filter
-        .apply(&cmp.modified.union(&cmp.added))
-        .difference(&strip_set());
+    set.difference_with(&STRIP_SET);
     if !set.is_empty() {
         let set = match managed.fields.remove(&key) {
-            Some(previous) => set.union(&previous.set),
+            Some(mut previous) => {
+                previous.set.union_with(&set);
+                previous.set
+            }
             None => set,
         };
         managed.fields.insert(

@@ -171,9 +171,9 @@ pub(crate) struct Comparison {
 impl Comparison {
     pub fn filtered(self, filter: &super::Filter) -> Comparison {
         Comparison {
-            removed: filter.apply(&self.removed),
-            modified: filter.apply(&self.modified),
-            added: filter.apply(&self.added),
+            removed: filter.apply_to(self.removed),
+            modified: filter.apply_to(self.modified),
+            added: filter.apply_to(self.added),
         }
     }
 }
