@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use rand::Rng;
@@ -118,24 +119,25 @@ impl Authenticator {
         api: &crate::ops::Api,
         certificate: &ClientCertificate,
         authorization: Option<&str>,
-    ) -> Result<User, AuthnError> {
+    ) -> Result<Arc<User>, AuthnError> {
         if let ClientCertificate::Verified(user) = certificate {
-            return Ok(user.clone().authenticated());
+            return Ok(Arc::new(user.clone().authenticated()));
         }
         if let Some(token) = bearer_token(authorization) {
             if let Some(user) = self.tokens.authenticate(token) {
-                return Ok(user.clone().authenticated());
+                return Ok(Arc::new(user.clone().authenticated()));
             }
-            return match self.service_accounts.authenticate(api, token) {
-                Ok(user) => Ok(user.authenticated()),
-                Err(why) => Err(AuthnError::InvalidToken(why)),
-            };
+            // Already in `system:authenticated`, and shared by every request with the token.
+            return self
+                .service_accounts
+                .authenticate(api, token)
+                .map_err(AuthnError::InvalidToken);
         }
         if let ClientCertificate::Invalid(why) = certificate {
             return Err(AuthnError::InvalidCertificate(why.clone()));
         }
         if self.anonymous {
-            Ok(User::anonymous())
+            Ok(Arc::new(User::anonymous()))
         } else {
             Err(AuthnError::NoCredentials)
         }

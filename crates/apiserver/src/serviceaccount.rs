@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use base64::Engine;
@@ -40,7 +41,19 @@ const CACHE_LIMIT: usize = 4096;
 
 /// `system:serviceaccount:<namespace>:<name>`.
 pub fn user_name(namespace: &str, name: &str) -> String {
-    format!("system:serviceaccount:{namespace}:{name}")
+    format!("{USER_NAME_PREFIX}{namespace}:{name}")
+}
+
+/// What every ServiceAccount's user name begins with ([`user_name`]).
+const USER_NAME_PREFIX: &str = "system:serviceaccount:";
+
+/// Whether `user` is [`user_name`]`(namespace, name)`, without building that name (RBAC asks
+/// this of every ServiceAccount subject of every binding it visits, for every request).
+pub fn is_user_name(user: &str, namespace: &str, name: &str) -> bool {
+    user.strip_prefix(USER_NAME_PREFIX)
+        .and_then(|rest| rest.strip_prefix(namespace))
+        .and_then(|rest| rest.strip_prefix(':'))
+        == Some(name)
 }
 
 /// A name and uid in the `kubernetes.io` claim.
@@ -98,12 +111,77 @@ pub struct Issuer {
     audiences: Vec<String>,
     max_expiration: Option<i64>,
     rng: SystemRandom,
-    verified: Mutex<HashMap<[u8; 32], Claims>>,
+    /// Tokens whose signature, issuer, audiences and subject were verified, by SHA-256 digest.
+    verified: Mutex<HashMap<[u8; 32], Arc<Verified>>>,
     /// What authentication reads of a token's ServiceAccount (or bound object) — uid and whether
     /// it is being deleted — by store key, with the revision it was read at: every request
     /// with a token checks it, and decoding the stored object each time was a measurable part
     /// of a busy control plane's CPU.
     holders: Mutex<HashMap<String, Holder>>,
+}
+
+/// A token [`Issuer::verified`] holds: its claims, the store keys its requests check and the
+/// user it authenticates, built once (a service sends the same token with every request, and
+/// formatting the keys and building the user each time was a visible part of a busy control
+/// plane's CPU).
+struct Verified {
+    claims: Claims,
+    /// The ServiceAccount's store key.
+    service_account: String,
+    /// The bound pod's and secret's (`pods`, `secrets`): resource, store key, name and uid.
+    bound: Vec<(&'static str, String, String, String)>,
+    /// The user, in `system:authenticated`.
+    user: Arc<User>,
+}
+
+impl Verified {
+    fn new(claims: Claims) -> Verified {
+        let k = &claims.kubernetes;
+        let key = |resource: &str, name: &str| format!("/registry/core/{resource}/{}/{name}", k.namespace);
+        let bound = [("pods", &k.pod), ("secrets", &k.secret)]
+            .into_iter()
+            .filter_map(|(resource, bound)| {
+                let bound = bound.as_ref()?;
+                Some((
+                    resource,
+                    key(resource, &bound.name),
+                    bound.name.clone(),
+                    bound.uid.clone(),
+                ))
+            })
+            .collect();
+        let mut extra = BTreeMap::new();
+        extra.insert(
+            "authentication.kubernetes.io/credential-id".to_owned(),
+            vec![format!("JTI={}", claims.jti)],
+        );
+        if let Some(pod) = &k.pod {
+            extra.insert(
+                "authentication.kubernetes.io/pod-name".to_owned(),
+                vec![pod.name.clone()],
+            );
+            extra.insert(
+                "authentication.kubernetes.io/pod-uid".to_owned(),
+                vec![pod.uid.clone()],
+            );
+        }
+        let user = User {
+            name: claims.sub.clone(),
+            uid: k.serviceaccount.uid.clone(),
+            groups: vec![
+                ALL_SERVICE_ACCOUNTS.to_owned(),
+                format!("{ALL_SERVICE_ACCOUNTS}:{}", k.namespace),
+            ],
+            extra,
+        }
+        .authenticated();
+        Verified {
+            service_account: key("serviceaccounts", &k.serviceaccount.name),
+            bound,
+            user: Arc::new(user),
+            claims,
+        }
+    }
 }
 
 /// [`Issuer::holders`]' record of one object.
@@ -233,25 +311,30 @@ impl Issuer {
     /// The claims of `token` if its signature, issuer, audiences and lifetime hold at `now`
     /// (Unix seconds). The error says which check failed (it never contains the token).
     pub fn verify(&self, token: &str, now: i64) -> Result<Claims, String> {
+        self.verified(token, now).map(|v| v.claims.clone())
+    }
+
+    /// [`Issuer::verify`], answered from [`Issuer::verified`] once the token has been verified.
+    fn verified(&self, token: &str, now: i64) -> Result<Arc<Verified>, String> {
         let digest: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .try_into()
             .map_err(|_| "digest".to_owned())?;
         let cached = self.verified.lock().get(&digest).cloned();
-        let claims = match cached {
-            Some(claims) => claims,
+        let verified = match cached {
+            Some(verified) => verified,
             None => {
-                let claims = self.verify_signature(token)?;
-                let mut verified = self.verified.lock();
-                if verified.len() >= CACHE_LIMIT {
-                    verified.clear();
+                let verified = Arc::new(Verified::new(self.verify_signature(token)?));
+                let mut cache = self.verified.lock();
+                if cache.len() >= CACHE_LIMIT {
+                    cache.clear();
                 }
-                verified.insert(digest, claims.clone());
-                claims
+                cache.insert(digest, verified.clone());
+                verified
             }
         };
-        check_lifetime(&claims, now)?;
-        Ok(claims)
+        check_lifetime(&verified.claims, now)?;
+        Ok(verified)
     }
 
     fn verify_signature(&self, token: &str) -> Result<Claims, String> {
@@ -300,18 +383,18 @@ impl Issuer {
         Ok(claims)
     }
 
-    /// The user of a ServiceAccount token: valid (see [`Issuer::verify`]) and issued for the
-    /// ServiceAccount (and bound object) that exists now with the same uid.
-    pub fn authenticate(&self, api: &Api, token: &str) -> Result<User, String> {
-        if token.matches('.').count() != 2 {
+    /// The user of a ServiceAccount token, in `system:authenticated`: valid (see
+    /// [`Issuer::verify`]) and issued for the ServiceAccount (and bound object) that exists now
+    /// with the same uid.
+    pub fn authenticate(&self, api: &Api, token: &str) -> Result<Arc<User>, String> {
+        if token.bytes().filter(|&b| b == b'.').count() != 2 {
             return Err("not a known static token, and not a JWT".to_owned());
         }
-        let claims = self.verify(token, jiff::Timestamp::now().as_second())?;
-        let k = &claims.kubernetes;
-        let current_uid = |resource: &str, name: &str| -> Option<(String, bool)> {
-            let key = format!("/registry/core/{resource}/{}/{name}", k.namespace);
-            let kv = api.store.get(&key)?;
-            if let Some(held) = self.holders.lock().get(&key)
+        let verified = self.verified(token, jiff::Timestamp::now().as_second())?;
+        let k = &verified.claims.kubernetes;
+        let current_uid = |key: &str| -> Option<(String, bool)> {
+            let kv = api.store.get(key)?;
+            if let Some(held) = self.holders.lock().get(key)
                 && held.mod_revision == kv.mod_revision
             {
                 return Some((held.uid.clone(), held.deleting));
@@ -329,10 +412,10 @@ impl Issuer {
             if holders.len() >= CACHE_LIMIT {
                 holders.clear();
             }
-            holders.insert(key, held);
+            holders.insert(key.to_owned(), held);
             Some(answer)
         };
-        match current_uid("serviceaccounts", &k.serviceaccount.name) {
+        match current_uid(&verified.service_account) {
             None => {
                 return Err(format!(
                     "serviceaccounts \"{}\" not found in namespace {}",
@@ -353,43 +436,18 @@ impl Issuer {
             }
             Some(_) => {}
         }
-        for (resource, bound) in [("pods", &k.pod), ("secrets", &k.secret)] {
-            if let Some(bound) = bound {
-                match current_uid(resource, &bound.name) {
-                    Some((uid, false)) if uid == bound.uid => {}
-                    _ => {
-                        return Err(format!(
-                            "the {resource} object {}/{} the token is bound to no longer exists",
-                            k.namespace, bound.name
-                        ));
-                    }
+        for (resource, key, name, bound_uid) in &verified.bound {
+            match current_uid(key) {
+                Some((uid, false)) if uid == *bound_uid => {}
+                _ => {
+                    return Err(format!(
+                        "the {resource} object {}/{name} the token is bound to no longer exists",
+                        k.namespace
+                    ));
                 }
             }
         }
-        let mut extra = BTreeMap::new();
-        extra.insert(
-            "authentication.kubernetes.io/credential-id".to_owned(),
-            vec![format!("JTI={}", claims.jti)],
-        );
-        if let Some(pod) = &k.pod {
-            extra.insert(
-                "authentication.kubernetes.io/pod-name".to_owned(),
-                vec![pod.name.clone()],
-            );
-            extra.insert(
-                "authentication.kubernetes.io/pod-uid".to_owned(),
-                vec![pod.uid.clone()],
-            );
-        }
-        Ok(User {
-            name: claims.sub.clone(),
-            uid: k.serviceaccount.uid.clone(),
-            groups: vec![
-                ALL_SERVICE_ACCOUNTS.to_owned(),
-                format!("{ALL_SERVICE_ACCOUNTS}:{}", k.namespace),
-            ],
-            extra,
-        })
+        Ok(verified.user.clone())
     }
 
     /// Serves `POST /api/v1/namespaces/<ns>/serviceaccounts/<name>/token`: validates the
@@ -620,6 +678,41 @@ mod tests {
 
     fn issuer(dir: &Path) -> Issuer {
         Issuer::load_or_create(&dir.join("sa.key"), true, DEFAULT_ISSUER, &[], None).unwrap()
+    }
+
+    #[test]
+    fn a_user_name_is_recognised_as_the_built_one_would_be() {
+        let users = [
+            "system:serviceaccount:ns:sa",
+            "system:serviceaccount:ns:sa2",
+            "system:serviceaccount:ns2:sa",
+            "system:serviceaccount:a:b:c",
+            "system:serviceaccount:ns:",
+            "system:serviceaccount::sa",
+            "system:serviceaccount:ns",
+            "system:serviceaccounts:ns:sa",
+            "alice",
+            "",
+        ];
+        let subjects = [
+            ("ns", "sa"),
+            ("ns", "sa2"),
+            ("ns2", "sa"),
+            ("a", "b:c"),
+            ("a:b", "c"),
+            ("ns", ""),
+            ("", "sa"),
+            ("n", "s:sa"),
+        ];
+        for user in users {
+            for (namespace, name) in subjects {
+                assert_eq!(
+                    is_user_name(user, namespace, name),
+                    user == user_name(namespace, name),
+                    "{user:?} as {namespace:?}/{name:?}"
+                );
+            }
+        }
     }
 
     fn claims(now: i64) -> Claims {

@@ -157,7 +157,7 @@ fn applies_to(user: &User, subject: &Subject, namespace: &str) -> bool {
             } else {
                 &subject.namespace
             };
-            !ns.is_empty() && user.name == crate::serviceaccount::user_name(ns, &subject.name)
+            !ns.is_empty() && crate::serviceaccount::is_user_name(&user.name, ns, &subject.name)
         }
         _ => false,
     }
@@ -333,6 +333,17 @@ pub fn aggregate(errors: &[String]) -> String {
 /// Authorizes `attrs` for `user`: `system:masters` may do anything; everyone else needs an
 /// RBAC rule that allows it.
 pub fn authorize(index: &Index, user: &User, attrs: &Attributes) -> Decision {
+    decide(index, user, attrs, true)
+}
+
+/// [`authorize`] for a caller that does not read why a request is allowed: an allowed request
+/// is `Decision::Allow("")` (kube records the reason only in the audit log; a denial's reason,
+/// which the 403 carries, is the same as [`authorize`]'s).
+pub fn authorize_unexplained(index: &Index, user: &User, attrs: &Attributes) -> Decision {
+    decide(index, user, attrs, false)
+}
+
+fn decide(index: &Index, user: &User, attrs: &Attributes, explain: bool) -> Decision {
     if user.in_group(MASTERS) {
         return Decision::Allow(String::new());
     }
@@ -342,7 +353,11 @@ pub fn authorize(index: &Index, user: &User, attrs: &Attributes) -> Decision {
         if let (Some(source), Some(rule)) = (source, rule)
             && rule_allows(attrs, rule)
         {
-            allowed_by = Some(format!("RBAC: allowed by {source}"));
+            allowed_by = Some(if explain {
+                format!("RBAC: allowed by {source}")
+            } else {
+                String::new()
+            });
             return false;
         }
         if let Some(error) = error {

@@ -173,6 +173,12 @@ fn decisions_follow_bindings() {
             "{} {method} {path}: {decision:?}",
             user.name
         );
+        // Without the reason of an allowance, the same decision; a denial keeps its reason.
+        let unexplained = authorize_unexplained(&index, user, &attrs);
+        match &decision {
+            Decision::Allow(_) => assert_eq!(unexplained, Decision::Allow(String::new())),
+            Decision::Deny(_) => assert_eq!(unexplained, decision),
+        }
     }
 }
 
