@@ -108,11 +108,7 @@ impl Filter {
 
     /// The part of `set` this filter keeps.
     pub fn apply(&self, set: &FieldSet) -> FieldSet {
-        match self {
-            Filter::All => set.clone(),
-            Filter::Exclude(excluded) => set.recursive_difference(excluded),
-            Filter::Include(included) => set.filter_include(included),
-        }
+        self.apply_to(set.clone())
     }
 
     /// [`Filter::apply`] to a set the caller gives up: nothing is copied but for
@@ -461,7 +457,7 @@ fn update_layers(live: &Value, new: &Value, managed: &mut Managed, manager: &str
     );
     // The operation is tracked as a fresh manager ("current-operation"), so the manager's own
     // earlier entry loses changed fields like everyone else's, then gets them back.
-    // `changed` has been through the filter already.
+    // What smd_update returns (the changed fields) has been through the filter already.
     let Ok(mut set) = smd_update(live, new, &mut managed.fields, None, true, ctx) else {
         return;
     };
