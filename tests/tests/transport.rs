@@ -1,15 +1,18 @@
 //! The services' control-plane client (`flotilla_runtime::kube_client`, ADR 0020) against a real
 //! flotilla-apiserver: it speaks HTTP/2, so concurrent requests and an open watch share one
-//! connection, where kube's default HTTP/1.1 client opens one per concurrent request.
+//! connection, where kube's default HTTP/1.1 client opens one per concurrent request. And
+//! execution's member client (ADR 0031): the same transport with a deadline per request, which
+//! fails a request to a stalled server without failing the connection for the next.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flotilla_e2e::apiserver::ApiServerOptions;
 use flotilla_e2e::{ApiServer, wait_until};
 use flotilla_runtime::KubeArgs;
+use flotilla_runtime::transport::{DeadlineExceeded, DeadlineLayer, client_builder};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams, WatchEvent, WatchParams};
@@ -124,4 +127,68 @@ async fn concurrent_requests_and_a_watch_share_one_http2_connection() {
         after - 1
     );
     drop(watch);
+}
+
+#[tokio::test]
+async fn a_request_to_a_stalled_server_fails_at_its_deadline_and_the_connection_serves_again() {
+    const DEADLINE: Duration = Duration::from_secs(2);
+    let root = tempfile::tempdir().unwrap();
+    let mut server = ApiServer::start("member1", root.path(), &ApiServerOptions::default()).await;
+    let port = server.port();
+    wait_until(
+        "the readiness probes' connections to close",
+        Duration::from_secs(30),
+        || async { (connections_to(port) == 0).then_some(()) },
+    )
+    .await;
+    let args = KubeArgs {
+        kubeconfig: Some(server.kubeconfig().to_owned()),
+        context: None,
+    };
+    let config = flotilla_runtime::kube_config(&args).await.unwrap();
+    // As execution builds its member clients (`clusters::member_client`).
+    let client = client_builder(&config)
+        .unwrap()
+        .with_layer(&DeadlineLayer::new(DEADLINE))
+        .build();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    create_at_once(&api, "deadline").await;
+    assert_eq!(
+        connections_to(port),
+        1,
+        "the member client's requests share one HTTP/2 connection"
+    );
+
+    server.process().pause();
+    let started = Instant::now();
+    let error = api
+        .get("deadline-0")
+        .await
+        .expect_err("a stalled server does not answer");
+    let waited = started.elapsed();
+    server.process().resume();
+    let kube::Error::Service(source) = &error else {
+        panic!("the deadline fails the request as a transport error (execution: unreachable), got {error:?}");
+    };
+    let exceeded = source
+        .downcast_ref::<DeadlineExceeded>()
+        .unwrap_or_else(|| panic!("a DeadlineExceeded, got {source}"));
+    assert_eq!(exceeded.deadline, DEADLINE);
+    assert!(
+        waited >= DEADLINE && waited < DEADLINE + Duration::from_secs(3),
+        "failed after {waited:?}, the deadline is {DEADLINE:?}"
+    );
+
+    // The server answers again, on the connection the stalled request left open.
+    let object = api.get("deadline-0").await.unwrap();
+    assert_eq!(object.metadata.name.as_deref(), Some("deadline-0"));
+    assert_eq!(
+        api.list(&Default::default()).await.unwrap().items.len(),
+        CONCURRENT
+    );
+    assert_eq!(
+        connections_to(port),
+        1,
+        "a request past its deadline does not cost the connection"
+    );
 }

@@ -17,6 +17,7 @@ use flotilla_api::well_known::{
 };
 use flotilla_api::{Cluster, Work};
 use flotilla_runtime::queue::WorkQueue;
+use flotilla_runtime::transport::DeadlineLayer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
@@ -44,9 +45,10 @@ pub const CLUSTER_ACCESS_INVALID: &str = "ClusterAccessInvalid";
 
 /// How execution reaches one member.
 pub struct MemberClient {
-    /// For requests: short timeouts, so an unreachable member fails fast.
+    /// For requests: a short connect timeout and a deadline per request (`--member-timeout`),
+    /// so an unreachable or stalled member fails fast.
     pub api: Client,
-    /// For watches: long-lived requests.
+    /// For watches: long-lived requests, no deadline.
     pub watch: Client,
     /// Kinds the member serves.
     pub kinds: KindCache,
@@ -438,13 +440,19 @@ pub async fn member_client(ctx: &Context, member: &Member) -> Result<Arc<MemberC
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| access_error(format!("invalid access: {e}")))?;
+    // Over HTTP/2 when the member offers it, as the control-plane client (ADR 0031): a member's
+    // requests share one connection and its watches another. A request's deadline is
+    // `--member-timeout`, its whole answer included; a connection is given 3 s to open.
+    let builder = |config: &kube::Config| {
+        flotilla_runtime::transport::client_builder(config)
+            .map_err(|e| access_error(format!("cannot build a client: {e}")))
+    };
     let mut api_config = config.clone();
     api_config.connect_timeout = Some(Duration::from_secs(3));
-    api_config.read_timeout = Some(ctx.settings.member_timeout);
-    api_config.write_timeout = Some(ctx.settings.member_timeout);
-    let api =
-        Client::try_from(api_config).map_err(|e| access_error(format!("cannot build a client: {e}")))?;
-    let watch = Client::try_from(config).map_err(|e| access_error(format!("cannot build a client: {e}")))?;
+    let api = builder(&api_config)?
+        .with_layer(&DeadlineLayer::new(ctx.settings.member_timeout))
+        .build();
+    let watch = builder(&config)?.build();
     let client = Arc::new(MemberClient {
         api,
         watch,

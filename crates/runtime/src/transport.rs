@@ -13,10 +13,17 @@
 //! and sets `TCP_NODELAY` (without it, Nagle's algorithm holds a request's DATA frame until the
 //! server's delayed ACK of its HEADERS frame: ~40 ms per write). A server that does not offer
 //! HTTP/2 is talked to over HTTP/1.1.
+//!
+//! Execution's clients of member clusters are built the same way (ADR 0031), with a
+//! [`DeadlineLayer`] around their requests in place of per-socket timeouts.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http_body_util::BodyExt;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -24,7 +31,7 @@ use kube::client::retry::RetryPolicy;
 use kube::client::{ClientBuilder, ConfigExt, DynBody};
 use tower::retry::RetryLayer;
 use tower::util::BoxService;
-use tower::{BoxError, ServiceBuilder, ServiceExt};
+use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 use tower_http::trace::{DefaultMakeSpan, TraceLayer};
 use tracing::Level;
 
@@ -117,6 +124,87 @@ pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientServi
     ))
 }
 
+/// A [`tower::Layer`] that gives each request a deadline: its answer, status, headers and
+/// body, must be in within `deadline` of the call, or the request fails with
+/// [`DeadlineExceeded`].
+///
+/// This is the per-request timeout of a client whose connection carries many requests at once
+/// (HTTP/2): a per-socket read timeout there would fail every request in flight when it fired,
+/// and would not fire for one stalled request while frames of others keep arriving. The body is
+/// read into memory inside the deadline, so the layer is for requests whose answers end (gets,
+/// lists, writes), not for watches.
+#[derive(Clone, Copy, Debug)]
+pub struct DeadlineLayer {
+    deadline: Duration,
+}
+
+impl DeadlineLayer {
+    /// Requests under this layer fail after `deadline`.
+    pub fn new(deadline: Duration) -> Self {
+        Self { deadline }
+    }
+}
+
+impl<S> Layer<S> for DeadlineLayer {
+    type Service = Deadline<S>;
+
+    fn layer(&self, inner: S) -> Deadline<S> {
+        Deadline {
+            inner,
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// The service of a [`DeadlineLayer`].
+#[derive(Clone, Debug)]
+pub struct Deadline<S> {
+    inner: S,
+    deadline: Duration,
+}
+
+/// A request's answer was not in within its deadline ([`DeadlineLayer`]).
+#[derive(Debug, thiserror::Error)]
+#[error("no complete answer within the request's deadline of {deadline:?}")]
+pub struct DeadlineExceeded {
+    /// The deadline that passed.
+    pub deadline: Duration,
+}
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for Deadline<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    ResponseBody: http_body::Body + Send + 'static,
+    ResponseBody::Data: Send,
+    ResponseBody::Error: Into<BoxError>,
+{
+    type Response = http::Response<Full<Bytes>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        let deadline = self.deadline;
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let whole = async {
+                let (parts, body) = answer.await.map_err(Into::into)?.into_parts();
+                let body = body.collect().await.map_err(Into::into)?.to_bytes();
+                Ok(http::Response::from_parts(parts, Full::new(body)))
+            };
+            match tokio::time::timeout(deadline, whole).await {
+                Ok(answer) => answer,
+                Err(_) => Err(DeadlineExceeded { deadline }.into()),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +231,123 @@ mod tests {
         let error = refusal(|config| config.proxy_url = Some("http://proxy.example:3128".parse().unwrap()));
         assert!(error.contains("proxy-url http://proxy.example:3128/"), "{error}");
         assert!(error.contains("remove proxy-url"), "{error}");
+    }
+
+    type Chunk = Result<http_body::Frame<Bytes>, std::io::Error>;
+
+    /// A response whose body is `chunks`, then (if `stall`) nothing forever.
+    fn answer(
+        chunks: &[&'static str],
+        stall: bool,
+    ) -> http::Response<http_body_util::StreamBody<futures::stream::BoxStream<'static, Chunk>>> {
+        use futures::StreamExt as _;
+        let frames = futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok(http_body::Frame::data(Bytes::from_static(c.as_bytes()))))
+                .collect::<Vec<Chunk>>(),
+        );
+        let body = if stall {
+            frames.chain(futures::stream::pending()).boxed()
+        } else {
+            frames.boxed()
+        };
+        http::Response::builder()
+            .status(201)
+            .header("content-type", "application/json")
+            .body(http_body_util::StreamBody::new(body))
+            .unwrap()
+    }
+
+    fn request() -> http::Request<()> {
+        http::Request::get("/api/v1/namespaces/default/configmaps/c")
+            .body(())
+            .unwrap()
+    }
+
+    /// Calls a service that answers with `make` after `delay`, under a 10 s deadline.
+    async fn call_with_deadline<F>(delay: Duration, make: F) -> Result<http::Response<Full<Bytes>>, BoxError>
+    where
+        F: Fn() -> Result<
+                http::Response<http_body_util::StreamBody<futures::stream::BoxStream<'static, Chunk>>>,
+                std::io::Error,
+            > + Clone
+            + Send
+            + 'static,
+    {
+        let inner = tower::service_fn(move |_: http::Request<()>| {
+            let make = make.clone();
+            async move {
+                tokio::time::sleep(delay).await;
+                make()
+            }
+        });
+        DeadlineLayer::new(Duration::from_secs(10))
+            .layer(inner)
+            .oneshot(request())
+            .await
+    }
+
+    fn deadline_error(result: Result<http::Response<Full<Bytes>>, BoxError>) -> DeadlineExceeded {
+        let error = result.expect_err("the deadline passed");
+        *error.downcast::<DeadlineExceeded>().expect("a DeadlineExceeded")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_within_the_deadline_arrives_whole_with_its_status_and_headers() {
+        let started = tokio::time::Instant::now();
+        let response = call_with_deadline(Duration::from_secs(9), || {
+            Ok(answer(&["{\"kind\":", "\"ConfigMap\"}"], false))
+        })
+        .await
+        .unwrap();
+        assert_eq!(response.status(), 201);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, Bytes::from_static(b"{\"kind\":\"ConfigMap\"}"));
+        assert_eq!(started.elapsed(), Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_not_answered_in_time_fails_at_its_deadline() {
+        let started = tokio::time::Instant::now();
+        let error =
+            deadline_error(call_with_deadline(Duration::from_secs(11), || Ok(answer(&["{}"], false))).await);
+        assert_eq!(error.deadline, Duration::from_secs(10));
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        assert_eq!(
+            error.to_string(),
+            "no complete answer within the request's deadline of 10s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stalls_after_the_headers_fails_at_the_deadline() {
+        let started = tokio::time::Instant::now();
+        let error = deadline_error(
+            call_with_deadline(Duration::from_secs(1), || Ok(answer(&["{\"kind\""], true))).await,
+        );
+        assert_eq!(error.deadline, Duration::from_secs(10));
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(10),
+            "the deadline counts from the call, not from the headers"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_of_the_inner_service_is_passed_on_at_once() {
+        let started = tokio::time::Instant::now();
+        let error = call_with_deadline(Duration::ZERO, || {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "connection refused",
+            ))
+        })
+        .await
+        .expect_err("the inner service failed");
+        assert!(error.downcast_ref::<DeadlineExceeded>().is_none(), "{error}");
+        assert_eq!(error.to_string(), "connection refused");
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 }
