@@ -121,8 +121,20 @@ impl Process {
 
     /// Stops the process where it is (SIGSTOP), as a process that stalls: it keeps its
     /// connections and state but does nothing until [`Process::resume`].
+    /// Returns once every thread of the process has stopped: kill(2) returns before that, and a
+    /// request sent at once could still be served.
     pub fn pause(&mut self) {
         self.signal(Signal::SIGSTOP);
+        let pid = self.pid().unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !every_thread_stopped(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "{} (pid {pid}) did not stop within 10s of SIGSTOP",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Lets a paused process run again (SIGCONT).
@@ -168,4 +180,21 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
+fn every_thread_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).all(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                // The state follows the command name, which is in parentheses and may hold any byte.
+                let (_, rest) = stat.rsplit_once(')')?;
+                Some(rest.trim_start().starts_with('T'))
+            })
+            .unwrap_or(false)
+    })
 }

@@ -73,23 +73,29 @@ async fn create_at_once(api: &Api<ConfigMap>, prefix: &str) {
     }
 }
 
-#[tokio::test]
-async fn concurrent_requests_and_a_watch_share_one_http2_connection() {
-    let root = tempfile::tempdir().unwrap();
-    let server = ApiServer::start("control-plane", root.path(), &ApiServerOptions::default()).await;
+/// A flotilla-apiserver named `name` in `root`, once its readiness probes' connections are gone
+/// (so this process's connections to it are the test's own), and the flags to reach it.
+async fn start_server(name: &str, root: &std::path::Path) -> (ApiServer, KubeArgs) {
+    let server = ApiServer::start(name, root, &ApiServerOptions::default()).await;
     let port = server.port();
-    // The readiness probes' clients are gone once their connections are.
     wait_until(
         "the readiness probes' connections to close",
         Duration::from_secs(30),
         || async { (connections_to(port) == 0).then_some(()) },
     )
     .await;
-
     let args = KubeArgs {
         kubeconfig: Some(server.kubeconfig().to_owned()),
         context: None,
     };
+    (server, args)
+}
+
+#[tokio::test]
+async fn concurrent_requests_and_a_watch_share_one_http2_connection() {
+    let root = tempfile::tempdir().unwrap();
+    let (server, args) = start_server("control-plane", root.path()).await;
+    let port = server.port();
     let client = flotilla_runtime::kube_client(&args).await.unwrap();
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let listed = api.list(&Default::default()).await.unwrap();
@@ -133,18 +139,8 @@ async fn concurrent_requests_and_a_watch_share_one_http2_connection() {
 async fn a_request_to_a_stalled_server_fails_at_its_deadline_and_the_connection_serves_again() {
     const DEADLINE: Duration = Duration::from_secs(2);
     let root = tempfile::tempdir().unwrap();
-    let mut server = ApiServer::start("member1", root.path(), &ApiServerOptions::default()).await;
+    let (mut server, args) = start_server("member1", root.path()).await;
     let port = server.port();
-    wait_until(
-        "the readiness probes' connections to close",
-        Duration::from_secs(30),
-        || async { (connections_to(port) == 0).then_some(()) },
-    )
-    .await;
-    let args = KubeArgs {
-        kubeconfig: Some(server.kubeconfig().to_owned()),
-        context: None,
-    };
     let config = flotilla_runtime::kube_config(&args).await.unwrap();
     // As execution builds its member clients (`clusters::member_client`).
     let client = client_builder(&config)
