@@ -121,11 +121,11 @@ impl Process {
 
     /// Stops the process where it is (SIGSTOP), as a process that stalls: it keeps its
     /// connections and state but does nothing until [`Process::resume`].
+    ///
     /// Returns once every thread of the process has stopped: kill(2) returns before that, and a
     /// request sent at once could still be served.
     pub fn pause(&mut self) {
-        self.signal(Signal::SIGSTOP);
-        let pid = self.pid().unwrap_or_default();
+        let pid = self.signal(Signal::SIGSTOP);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !every_thread_stopped(pid) {
             assert!(
@@ -142,12 +142,14 @@ impl Process {
         self.signal(Signal::SIGCONT);
     }
 
-    fn signal(&mut self, signal: Signal) {
+    /// Sends `signal` to the running process; returns its pid.
+    fn signal(&mut self, signal: Signal) -> i32 {
         let pid = self.pid().and_then(|pid| i32::try_from(pid).ok());
         let Some(pid) = pid else {
             panic!("{} is not running; cannot send {signal}", self.name);
         };
         kill(Pid::from_raw(pid), signal).unwrap_or_else(|e| panic!("{signal} to {}: {e}", self.name));
+        pid
     }
 
     /// Starts the process again with the same command line (kills it first if running).
@@ -183,7 +185,7 @@ impl Drop for Process {
 }
 
 /// Whether every thread of process `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
-fn every_thread_stopped(pid: u32) -> bool {
+fn every_thread_stopped(pid: i32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };

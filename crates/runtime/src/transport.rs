@@ -234,12 +234,11 @@ mod tests {
     }
 
     type Chunk = Result<http_body::Frame<Bytes>, std::io::Error>;
+    /// A test answer: its body a stream of [`Chunk`]s.
+    type Answer = http::Response<http_body_util::StreamBody<futures::stream::BoxStream<'static, Chunk>>>;
 
     /// A response whose body is `chunks`, then (if `stall`) nothing forever.
-    fn answer(
-        chunks: &[&'static str],
-        stall: bool,
-    ) -> http::Response<http_body_util::StreamBody<futures::stream::BoxStream<'static, Chunk>>> {
+    fn answer(chunks: &[&'static str], stall: bool) -> Answer {
         use futures::StreamExt as _;
         let frames = futures::stream::iter(
             chunks
@@ -268,12 +267,7 @@ mod tests {
     /// Calls a service that answers with `make` after `delay`, under a 10 s deadline.
     async fn call_with_deadline<F>(delay: Duration, make: F) -> Result<http::Response<Full<Bytes>>, BoxError>
     where
-        F: Fn() -> Result<
-                http::Response<http_body_util::StreamBody<futures::stream::BoxStream<'static, Chunk>>>,
-                std::io::Error,
-            > + Clone
-            + Send
-            + 'static,
+        F: Fn() -> Result<Answer, std::io::Error> + Clone + Send + 'static,
     {
         let inner = tower::service_fn(move |_: http::Request<()>| {
             let make = make.clone();
