@@ -125,6 +125,18 @@ pub struct Config {
     /// harness or `flotilla up`, take the server down with it).
     #[arg(long, default_value_t = false)]
     pub exit_on_stdin_eof: bool,
+    /// Threads that serve requests: 0 (the default) runs one per core (tokio's multi-thread
+    /// runtime); 1 serves every request on the main thread (tokio's current-thread runtime),
+    /// which costs the least CPU for a lightly loaded server sharing its cores with others, as
+    /// the member API servers of `flotilla up` do (ADR 0032). Store commits run on a thread of
+    /// their own either way.
+    #[arg(
+        long,
+        env = "FLOTILLA_APISERVER_WORKER_THREADS",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u16).range(0..=1024)
+    )]
+    pub worker_threads: u16,
     /// Log format: text or json.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

@@ -22,7 +22,18 @@ fn cm(name: &str, value: &str) -> ConfigMap {
 
 #[tokio::test]
 async fn acknowledged_writes_survive_kill_9() {
-    let mut server = Server::start(&[]);
+    acknowledged_writes_survive_kill_9_with(&[]).await;
+}
+
+/// The same on one thread (`flotilla up`'s members): requests and the store's commits then share
+/// no runtime thread, and an acknowledgement must still mean the write is durable.
+#[tokio::test]
+async fn acknowledged_writes_survive_kill_9_on_one_worker_thread() {
+    acknowledged_writes_survive_kill_9_with(&["--worker-threads", "1"]).await;
+}
+
+async fn acknowledged_writes_survive_kill_9_with(args: &[&str]) {
+    let mut server = Server::start(args);
     let client = server.client().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();

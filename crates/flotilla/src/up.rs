@@ -237,6 +237,18 @@ pub fn apiserver_args(layout: &Layout, name: &str, port: u16, member: bool) -> V
     args
 }
 
+/// The environment of API server `name` beyond flotilla's own: a member serves one execution
+/// and its own workload simulation, and on one thread costs the least CPU beside the other
+/// servers on the machine (ADR 0032). Given as the environment, not `--worker-threads`, so a
+/// `flotilla bench --baseline-bin-dir` of an API server older than the flag still starts.
+pub fn apiserver_env(member: bool) -> Vec<(String, String)> {
+    if member {
+        vec![("FLOTILLA_APISERVER_WORKER_THREADS".to_owned(), "1".to_owned())]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The command line of service `binary`, following the service contract.
 fn service_args(layout: &Layout, service: &ServiceSpec, ports: &Ports, options: &UpOptions) -> Vec<String> {
     let own = ports.services.get(service.binary);
@@ -460,7 +472,7 @@ pub(crate) async fn start(
                 }
                 args
             },
-            env: vec![],
+            env: apiserver_env(name != CONTROL_PLANE),
         })?;
     }
     for name in servers {
@@ -763,6 +775,12 @@ mod tests {
         );
         let args = apiserver_args(&layout(), CONTROL_PLANE, 7000, false);
         assert!(!args.contains(&"--simulate-workloads".to_owned()));
+        // Members on one thread; the control plane keeps a thread per core.
+        assert_eq!(
+            apiserver_env(true),
+            [("FLOTILLA_APISERVER_WORKER_THREADS".to_owned(), "1".to_owned())]
+        );
+        assert!(apiserver_env(false).is_empty());
     }
 
     #[test]

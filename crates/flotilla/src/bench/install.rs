@@ -174,7 +174,7 @@ impl Installation {
             name: name.to_owned(),
             program: self.apiserver.clone(),
             args: up::apiserver_args(&self.layout, name, port, name != CONTROL_PLANE),
-            env: vec![],
+            env: up::apiserver_env(name != CONTROL_PLANE),
         })?)
     }
 
