@@ -237,9 +237,10 @@ pub fn apiserver_args(layout: &Layout, name: &str, port: u16, member: bool) -> V
     args
 }
 
-/// The environment of API server `name` beyond flotilla's own: a member serves one execution
-/// and its own workload simulation, and on one thread costs the least CPU beside the other
-/// servers on the machine (ADR 0032). Given as the environment, not `--worker-threads`, so a
+/// The environment an API server gets beyond flotilla's own (`member`: a member cluster's
+/// rather than the control plane's): a member serves one execution and its own workload
+/// simulation, and on one thread costs the least CPU beside the other servers on the machine
+/// (ADR 0032). Given as the environment, not `--worker-threads`, so a
 /// `flotilla bench --baseline-bin-dir` of an API server older than the flag still starts.
 pub fn apiserver_env(member: bool) -> Vec<(String, String)> {
     if member {
