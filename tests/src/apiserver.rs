@@ -26,6 +26,8 @@ pub struct ApiServerOptions {
     pub simulate_workloads: bool,
     /// Extra flags.
     pub extra_args: Vec<String>,
+    /// Extra environment (kept across restarts).
+    pub env: Vec<(String, String)>,
 }
 
 impl ApiServer {
@@ -52,7 +54,7 @@ impl ApiServer {
         }
         args.extend(options.extra_args.iter().cloned());
         let binary = crate::binaries::binary("flotilla-apiserver");
-        let process = Process::start(name, &binary, args, vec![], root);
+        let process = Process::start(name, &binary, args, options.env.clone(), root);
         let server = Self {
             name: name.to_owned(),
             data_dir,

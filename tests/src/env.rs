@@ -182,12 +182,11 @@ impl Env {
         let control_plane = ApiServer::start("control-plane", root.path(), &control_plane_options).await;
         let mut members = Vec::new();
         for i in 1..=options.members {
-            // One thread, as `flotilla up` starts its members (ADR 0032).
-            let mut extra_args = vec!["--worker-threads".to_owned(), "1".to_owned()];
-            extra_args.extend(options.member_args.iter().cloned());
             let options = ApiServerOptions {
                 simulate_workloads: !options.members_without_controllers.contains(&(i - 1)),
-                extra_args,
+                extra_args: options.member_args.clone(),
+                // As `flotilla up` starts its members: on one thread (ADR 0032).
+                env: flotilla::up::apiserver_env(true),
             };
             members.push(ApiServer::start(&format!("member{i}"), root.path(), &options).await);
         }
