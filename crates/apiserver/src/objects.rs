@@ -9,11 +9,19 @@ use std::collections::BTreeMap;
 
 use rand::Rng;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// Encodes an object for storage: `{"metadata":{...},<other keys>}` without resourceVersion.
 pub fn encode_for_storage(obj: &Value) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512);
+    encode_with_kept(obj, &[])
+}
+
+/// Encodes `obj` with the top-level fields `kept` (stored bytes, sorted by key, none of them
+/// in `obj`) put back among its own: the bytes [`encode_for_storage`] gives for the whole
+/// object, without the kept fields ever being parsed into values.
+pub fn encode_with_kept(obj: &Value, kept: &[(String, &RawValue)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512 + kept.iter().map(|(_, raw)| raw.get().len()).sum::<usize>());
     out.extend_from_slice(b"{\"metadata\":");
     let empty = Map::new();
     let map = obj.as_object().unwrap_or(&empty);
@@ -35,17 +43,88 @@ pub fn encode_for_storage(obj: &Value) -> Vec<u8> {
         let _ = serde_json::to_writer(&mut out, v);
     }
     out.push(b'}');
+    // Both in key order (a `Map` is sorted), merged.
+    let mut kept = kept.iter().peekable();
+    let write_kept = |out: &mut Vec<u8>, key: &str, raw: &RawValue| {
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        out.extend_from_slice(raw.get().as_bytes());
+    };
     for (k, v) in map {
         if k == "metadata" {
             continue;
+        }
+        while let Some((key, raw)) = kept.next_if(|(key, _)| key.as_str() < k.as_str()) {
+            write_kept(&mut out, key, raw);
         }
         out.push(b',');
         let _ = serde_json::to_writer(&mut out, k);
         out.push(b':');
         let _ = serde_json::to_writer(&mut out, v);
     }
+    for (key, raw) in kept {
+        write_kept(&mut out, key, raw);
+    }
     out.push(b'}');
     out
+}
+
+/// The top-level fields a write through the `status` subresource can change, which
+/// [`decode_split`] decodes; every other field of the stored object is kept as bytes.
+pub const STATUS_WRITE_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
+
+/// A stored object decoded for a write that changes only [`STATUS_WRITE_FIELDS`].
+#[derive(Debug)]
+pub struct Split<'a> {
+    /// Those fields as an object, `metadata.resourceVersion` set.
+    pub decoded: Value,
+    /// The other top-level fields (a Work's manifests, a binding's spec) as the stored bytes,
+    /// borrowed, sorted by key: [`encode_with_kept`] writes them back as they are.
+    pub kept: Vec<(String, &'a RawValue)>,
+}
+
+/// Decodes stored bytes as a [`Split`] and sets the resourceVersion: the fields outside
+/// [`STATUS_WRITE_FIELDS`] are scanned (validated, not built), so a status write does not
+/// decode, copy, compare and drop a spec it leaves alone. `None` when the bytes are not a JSON
+/// object.
+pub fn decode_split(stored: &[u8], rv: u64) -> Option<Split<'_>> {
+    let mut split: Split<'_> = serde_json::from_slice(stored).ok()?;
+    split.kept.sort_by(|a, b| a.0.cmp(&b.0));
+    set_resource_version(&mut split.decoded, rv);
+    Some(split)
+}
+
+impl<'de> Deserialize<'de> for Split<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Split<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Split<'de>, A::Error> {
+                let mut decoded = Map::new();
+                let mut kept = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if STATUS_WRITE_FIELDS.contains(&key.as_str()) {
+                        let value: Value = map.next_value()?;
+                        decoded.insert(key, value);
+                    } else {
+                        let raw: &'de RawValue = map.next_value()?;
+                        kept.push((key, raw));
+                    }
+                }
+                Ok(Split {
+                    decoded: Value::Object(decoded),
+                    kept,
+                })
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 /// How every object written by [`encode_for_storage`] begins.
@@ -443,5 +522,94 @@ mod tests {
         set_finalizers(&mut obj, vec![]);
         assert!(obj["metadata"].get("finalizers").is_none());
         assert!(!is_deleting(&obj));
+    }
+
+    fn split_objects() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                "metadata": {"name": "w", "namespace": "karmada-es-m1", "finalizers": ["f"]},
+                "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "c", "annotations": {"q\"uote": "line\nbreak \u{e9}"}},
+                    "data": {"k": "v"}}]}},
+                "status": {"conditions": [{"type": "Applied", "status": "True"}]}}),
+            // Kept fields before, between and after the decoded ones in key order.
+            json!({"aaa": 1, "apiVersion": "example.com/v1", "b": [1, 2.5, null, true], "kind": "K",
+                "metadata": {"name": "x"}, "spec": {}, "status": {}, "zzz": "last"}),
+            // Nothing kept.
+            json!({"apiVersion": "example.com/v1", "kind": "K", "metadata": {"name": "x"}}),
+            // Nothing decoded but metadata.
+            json!({"metadata": {"name": "x"}, "spec": {"a": {"b": {"c": [{}]}}}}),
+            // No metadata at all.
+            json!({"spec": 1}),
+        ]
+    }
+
+    #[test]
+    fn a_split_object_decodes_only_what_a_status_write_changes() {
+        let stored = encode_for_storage(&split_objects()[0]);
+        let split = decode_split(&stored, 12).unwrap();
+        let decoded = split.decoded.as_object().unwrap();
+        assert_eq!(
+            decoded.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["apiVersion", "kind", "metadata", "status"]
+        );
+        assert_eq!(split.decoded["metadata"]["resourceVersion"], "12");
+        assert_eq!(split.kept.len(), 1);
+        assert_eq!(split.kept[0].0, "spec");
+        let spec: Value = serde_json::from_str(split.kept[0].1.get()).unwrap();
+        assert_eq!(spec, split_objects()[0]["spec"]);
+    }
+
+    #[test]
+    fn a_split_object_encodes_to_the_bytes_of_the_whole_object() {
+        for obj in split_objects() {
+            let stored = encode_for_storage(&obj);
+            let split = decode_split(&stored, 3).unwrap();
+            assert_eq!(
+                String::from_utf8(encode_with_kept(&split.decoded, &split.kept)).unwrap(),
+                String::from_utf8(stored.clone()).unwrap(),
+                "{obj}"
+            );
+            // A changed status and metadata are written among the kept bytes as the whole
+            // object's encoding would write them.
+            let mut decoded = split.decoded.clone();
+            decoded["status"] = json!({"phase": "Done", "n": [1, 2]});
+            decoded["metadata"]["labels"] = json!({"l": "v"});
+            let mut whole = decode_stored(&stored, 3);
+            whole["status"] = decoded["status"].clone();
+            whole["metadata"]["labels"] = json!({"l": "v"});
+            assert_eq!(
+                encode_with_kept(&decoded, &split.kept),
+                encode_for_storage(&whole),
+                "{obj}"
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_in_another_order_split_into_sorted_kept_fields() {
+        let stored = br#"{"zeta":{"z":1},"status":{"s":true},"metadata":{"name":"n"},"alpha":[1]}"#;
+        let split = decode_split(stored, 1).unwrap();
+        let keys: Vec<&str> = split.kept.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["alpha", "zeta"]);
+        let expected = encode_for_storage(&decode_stored(stored, 1));
+        assert_eq!(encode_with_kept(&split.decoded, &split.kept), expected);
+    }
+
+    #[test]
+    fn bytes_that_are_not_an_object_do_not_split() {
+        for stored in [
+            &b"[1,2]"[..],
+            b"\"s\"",
+            b"{\"spec\":",
+            b"",
+            b"{\"spec\":1}trailing",
+        ] {
+            assert!(
+                decode_split(stored, 1).is_none(),
+                "{}",
+                String::from_utf8_lossy(stored)
+            );
+        }
     }
 }

@@ -74,7 +74,9 @@ impl WriteOptions {
 /// A successful write.
 #[derive(Clone, Debug)]
 pub struct Written {
-    /// The object as stored (with resourceVersion).
+    /// The object as stored (with resourceVersion). After a status patch that kept the
+    /// stored object's other fields as bytes it holds only [`objects::STATUS_WRITE_FIELDS`];
+    /// `stored` is then always set.
     pub object: Value,
     /// Warnings for the `Warning` header.
     pub warnings: Vec<String>,
@@ -84,6 +86,18 @@ pub struct Written {
     /// run, a deletion or a scale view): answers are rendered from them instead of
     /// serializing `object` again.
     pub stored: Option<Arc<KeyValue>>,
+}
+
+/// What [`Api::prepare`] checks of an update: the subresource written and the stored
+/// object's fields left out of it as bytes ([`objects::Split`]).
+struct Scope<'a> {
+    sub: Option<&'a str>,
+    kept: &'a [(String, &'a serde_json::value::RawValue)],
+}
+
+impl Scope<'_> {
+    /// A create or an update of the main resource.
+    const WHOLE: Scope<'static> = Scope { sub: None, kept: &[] };
 }
 
 /// Which part of an object a write addresses.
@@ -577,7 +591,7 @@ impl Api {
             }
         }
         let mut warnings = Vec::new();
-        let mut obj = self.prepare(def, body, None, opts, &mut warnings)?;
+        let mut obj = self.prepare(def, body, None, opts, &Scope::WHOLE, &mut warnings)?;
         if !opts.managed_precomputed {
             obj = track_fields(def, None, obj, opts, None, &[]);
         }
@@ -714,7 +728,18 @@ impl Api {
             let Some(current) = current else {
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
             };
-            let old = self.to_value(def, &current.value, current.mod_revision);
+            let split = if status_only_patch(def, patch, sub, opts) {
+                self.to_split(def, &current)
+            } else {
+                None
+            };
+            let (old, kept) = match split {
+                Some(split) => (split.decoded, split.kept),
+                None => (
+                    self.to_value(def, &current.value, current.mod_revision),
+                    Vec::new(),
+                ),
+            };
             let scale = sub == Subresource::Scale;
             let scaled = if scale { Some(scale_view(def, &old)?) } else { None };
             let view = scaled.as_ref().unwrap_or(&old);
@@ -745,7 +770,7 @@ impl Api {
                 merge_subresource(def, &old, patched, sub)
             };
             match self
-                .commit_update(def, &current, old, new, opts, sub.name())
+                .commit_update_keeping(def, &current, old, new, opts, sub.name(), &kept)
                 .await
             {
                 Err(e)
@@ -874,10 +899,45 @@ impl Api {
         &self,
         def: &ResourceDef,
         current: &Arc<KeyValue>,
+        old: Value,
+        new: Value,
+        opts: &WriteOptions,
+        sub: Option<&str>,
+    ) -> ApiResult<Written> {
+        self.commit_update_keeping(def, current, old, new, opts, sub, &[])
+            .await
+    }
+
+    /// A stored custom resource as a served [`objects::Split`], as [`Api::to_value`] serves it
+    /// whole; `None` when the bytes do not decode or the object is being deleted (a write that
+    /// finishes a deletion answers with the object built, not stored bytes).
+    fn to_split<'a>(&self, def: &ResourceDef, current: &'a KeyValue) -> Option<objects::Split<'a>> {
+        let mut split = objects::decode_split(&current.value, current.mod_revision)?;
+        if objects::is_deleting(&split.decoded) {
+            return None;
+        }
+        if let Flavor::Custom(info) = &def.flavor
+            && info.multi_version
+        {
+            split.decoded["apiVersion"] = json!(def.api_version());
+        }
+        Some(split)
+    }
+
+    /// [`Api::commit_update`] of objects that leave out the stored object's fields `kept`
+    /// (bytes, from [`Api::to_split`]; empty for whole objects): a write through `/status`
+    /// that cannot change them. They are written back as they are, and the answer is always
+    /// rendered from the bytes stored.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_update_keeping(
+        &self,
+        def: &ResourceDef,
+        current: &Arc<KeyValue>,
         mut old: Value,
         mut new: Value,
         opts: &WriteOptions,
         sub: Option<&str>,
+        kept: &[(String, &serde_json::value::RawValue)],
     ) -> ApiResult<Written> {
         let name = objects::meta_str(&old, "name").unwrap_or_default().to_owned();
         let new_uid = objects::meta_str(&new, "uid").unwrap_or("").to_owned();
@@ -944,7 +1004,8 @@ impl Api {
             }
         }
         let mut warnings = Vec::new();
-        let mut new = self.prepare(def, new, Some(&old), opts, &mut warnings)?;
+        let scope = Scope { sub, kept };
+        let mut new = self.prepare(def, new, Some(&old), opts, &scope, &mut warnings)?;
         // Only metadata changes from here on.
         let changes = Changes::of(&old, &new);
         if tracks_generation(def) {
@@ -1000,23 +1061,31 @@ impl Api {
         let txn = if finished {
             txn.delete(&key)
         } else {
-            txn.put(&key, encode_for_storage(&new))
+            txn.put(&key, objects::encode_with_kept(&new, kept))
         };
         match self.store.txn(txn).await? {
             TxnOutcome::Committed { revision, results } => {
                 self.after_write(def);
                 let mut object = self.served(def, new);
                 objects::set_resource_version(&mut object, revision);
+                // A finished deletion's result is the removed key-value, not `object`.
+                let stored = if finished {
+                    None
+                } else {
+                    results.into_iter().flatten().next()
+                };
+                if stored.is_none() && !kept.is_empty() {
+                    // `object` lacks the kept fields: it must not be the answer.
+                    return Err(ApiError::internal(format!(
+                        "the store did not return {} {name} as written",
+                        def.kind
+                    )));
+                }
                 Ok(Written {
                     object,
                     warnings,
                     created: false,
-                    // A finished deletion's result is the removed key-value, not `object`.
-                    stored: if finished {
-                        None
-                    } else {
-                        results.into_iter().flatten().next()
-                    },
+                    stored,
                 })
             }
             TxnOutcome::ConditionFailed { .. } => Err(ApiError::stale(&def.group, &def.plural, &name)),
@@ -1221,6 +1290,7 @@ impl Api {
         body: Value,
         old: Option<&Value>,
         opts: &WriteOptions,
+        scope: &Scope<'_>,
         warnings: &mut Vec<String>,
     ) -> ApiResult<Value> {
         let name = objects::meta_str(&body, "name").unwrap_or_default().to_owned();
@@ -1266,7 +1336,21 @@ impl Api {
                     let unknown = schema.prune(&mut obj);
                     self.report_unknown(&unknown, opts, warnings)?;
                     schema.apply_defaults(&mut obj);
-                    causes.extend(schema.validate(&obj).iter().map(crate::crd::cause_of));
+                    // A default of a kept field (say `spec: {default: {}}`) is not the
+                    // stored value, which stays.
+                    if let Some(map) = obj.as_object_mut() {
+                        for (field, _) in scope.kept {
+                            map.remove(field);
+                        }
+                    }
+                    // As kube-apiserver validates a custom resource's status update: the
+                    // status against its schema, the rest is the stored object's.
+                    let errors = if def.status && scope.sub == Some("status") {
+                        schema.validate_status(&obj)
+                    } else {
+                        schema.validate(&obj)
+                    };
+                    causes.extend(errors.iter().map(crate::crd::cause_of));
                 }
                 obj
             }
@@ -1648,6 +1732,25 @@ fn prepare_builtin_create(kind: BuiltinKind, obj: &mut Value, uid: &str, name: &
         }
         _ => {}
     }
+}
+
+/// Whether a patch of `def` can be applied to the stored object decoded as a
+/// [`objects::Split`]: a merge patch through `/status` of a custom resource that names no
+/// field but [`objects::STATUS_WRITE_FIELDS`] (what the services send to report a Work's or a
+/// binding's status). Other fields of its result would be dropped by the subresource's
+/// isolation anyway; a JSON or strategic patch could fail on them, so it reads the whole
+/// object. Not for a dry run, whose answer is the object built, not the bytes stored.
+fn status_only_patch(def: &ResourceDef, patch: &Patch, sub: Subresource, opts: &WriteOptions) -> bool {
+    sub == Subresource::Status
+        && def.status
+        && def.is_custom()
+        && !opts.dry_run
+        && match patch {
+            Patch::Merge(Value::Object(fields)) => fields
+                .keys()
+                .all(|field| objects::STATUS_WRITE_FIELDS.contains(&field.as_str())),
+            _ => false,
+        }
 }
 
 /// Status subresource isolation: the main resource keeps the old status; `/status` keeps
@@ -2060,6 +2163,77 @@ mod tests {
 
     fn spec_changed(old: &Value, new: &Value) -> bool {
         Changes::of(old, new).spec_changed()
+    }
+
+    #[test]
+    fn only_merge_patches_of_status_fields_through_status_keep_the_rest_as_bytes() {
+        let crd = json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}}]},
+            "status": {"conditions": [{"type": "Established", "status": "True"}]}
+        });
+        let custom = crate::crd::definitions(&crd).pop().unwrap();
+        assert!(custom.status && custom.is_custom());
+        let mut no_status = custom.clone();
+        no_status.status = false;
+        let deployments = builtin::definitions()
+            .into_iter()
+            .find(|d| d.group == "apps" && d.plural == "deployments")
+            .unwrap();
+        let opts = WriteOptions::default();
+        let dry_run = WriteOptions {
+            dry_run: true,
+            ..WriteOptions::default()
+        };
+        let status =
+            Patch::Merge(json!({"metadata": {"resourceVersion": "3"}, "status": {"phase": "Ready"}}));
+        let typed = Patch::Merge(json!({"apiVersion": "example.com/v1", "kind": "Widget", "status": {}}));
+        assert!(status_only_patch(&custom, &status, Subresource::Status, &opts));
+        assert!(status_only_patch(&custom, &typed, Subresource::Status, &opts));
+        for (def, patch, sub, opts, why) in [
+            (&custom, &status, Subresource::Main, &opts, "the main resource"),
+            (
+                &custom,
+                &status,
+                Subresource::Scale,
+                &opts,
+                "the scale subresource",
+            ),
+            (&custom, &status, Subresource::Status, &dry_run, "a dry run"),
+            (
+                &no_status,
+                &status,
+                Subresource::Status,
+                &opts,
+                "no status subresource",
+            ),
+            (&deployments, &status, Subresource::Status, &opts, "a built-in"),
+            (
+                &custom,
+                &Patch::Merge(json!({"status": {}, "spec": {"size": 1}})),
+                Subresource::Status,
+                &opts,
+                "a merge patch naming the spec",
+            ),
+            (
+                &custom,
+                &Patch::Merge(json!(null)),
+                Subresource::Status,
+                &opts,
+                "a patch that is no object",
+            ),
+            (
+                &custom,
+                &Patch::Json(json!([{"op": "add", "path": "/status/phase", "value": "x"}])),
+                Subresource::Status,
+                &opts,
+                "a JSON patch",
+            ),
+        ] {
+            assert!(!status_only_patch(def, patch, sub, opts), "{why}");
+        }
     }
 
     fn stored() -> Value {

@@ -243,6 +243,179 @@ async fn crd_serves_versions_validates_prunes_defaults_and_subresources() {
     assert_eq!(table["rows"][0]["cells"][2], "red");
 }
 
+/// A status merge patch (what the services send for Works and bindings) is applied without
+/// decoding the rest of the object: the answer, a GET and the watch event must still carry
+/// the spec exactly as it was created, and every check of a status write still holds.
+#[tokio::test]
+async fn status_patches_leave_the_rest_of_a_custom_resource_as_stored() {
+    use futures::StreamExt;
+    use kube::api::WatchEvent;
+    use kube::api::WatchParams;
+
+    let server = shared();
+    let client = server.client().await;
+    let group = format!("s{}.example.com", rand_suffix());
+    let crd_name = install(&client, widget_crd(&group, "Namespaced")).await;
+    let ns = namespace(&client, "status-writes").await;
+    let api = widgets(&client, &group, "v1", Some(&ns));
+    let spec = json!({"size": 2, "color": "blue", "tags": ["a", "b"],
+        "extra": {"text": "quote \" backslash \\ line\nbreak é \u{1F600}", "n": [1.5, -2, null, true], "deep": {"x": {}}}});
+    let mut w = widget(&group, "w", spec.clone());
+    w.metadata.labels = Some([("app".to_owned(), "w".to_owned())].into());
+    let created = api.create(&PostParams::default(), &w).await.unwrap();
+    assert_eq!(created.data["spec"], spec);
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut events = api
+        .watch(&WatchParams::default().timeout(20), &rv)
+        .await
+        .unwrap()
+        .boxed();
+
+    let pp = PatchParams::default();
+    let status = json!({"phase": "Ready", "size": 2});
+    let written = api
+        .patch_status(
+            "w",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": status})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        written.data["spec"], spec,
+        "the answer carries the spec as stored"
+    );
+    assert_eq!(written.data["status"], status);
+    assert_eq!(written.metadata.labels, created.metadata.labels);
+    assert_eq!(written.metadata.generation, Some(1));
+    assert_eq!(written.metadata.uid, created.metadata.uid);
+    let new_rv = written.metadata.resource_version.clone().unwrap();
+    assert_ne!(new_rv, rv);
+    let status_entry = written
+        .metadata
+        .managed_fields
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|e| e.subresource.as_deref() == Some("status"))
+        .expect("a managedFields entry for the status write");
+    assert_eq!(status_entry.operation.as_deref(), Some("Update"));
+    let owned = serde_json::to_value(&status_entry.fields_v1).unwrap();
+    assert!(owned["f:status"]["f:phase"].is_object(), "{owned}");
+    assert!(owned.get("f:spec").is_none(), "{owned}");
+    // The creator keeps what it owned: the spec was left out of the comparison, not removed.
+    let creator = |obj: &DynamicObject| {
+        obj.metadata
+            .managed_fields
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|e| e.subresource.is_none())
+            .map(|e| serde_json::to_value(&e.fields_v1).unwrap())
+    };
+    let before = creator(&created).expect("the create's managedFields entry");
+    assert!(before["f:spec"]["f:size"].is_object(), "{before}");
+    assert_eq!(creator(&written), Some(before));
+
+    let got = api.get("w").await.unwrap();
+    assert_eq!(got.data, written.data);
+    assert_eq!(got.metadata.resource_version.as_deref(), Some(new_rv.as_str()));
+    let event = tokio::time::timeout(WAIT, events.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match event {
+        WatchEvent::Modified(obj) => {
+            assert_eq!(obj.data["spec"], spec, "the watch event carries the spec");
+            assert_eq!(obj.data["status"], status);
+            assert_eq!(obj.metadata.resource_version.as_deref(), Some(new_rv.as_str()));
+        }
+        other => panic!("expected MODIFIED, got {other:?}"),
+    }
+
+    // The same status again stores nothing new.
+    let again = api
+        .patch_status("w", &pp, &Patch::Merge(json!({"status": status})))
+        .await
+        .unwrap();
+    assert_eq!(again.metadata.resource_version.as_deref(), Some(new_rv.as_str()));
+    assert_eq!(again.data["spec"], spec);
+
+    // A stale resourceVersion is a conflict; a status the schema rejects is 422 naming the
+    // field. Neither changes the object.
+    let err = api
+        .patch_status(
+            "w",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": {"phase": "Stale"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_of(err).0, 409);
+    let err = api
+        .patch_status("w", &pp, &Patch::Merge(json!({"status": {"size": "big"}})))
+        .await
+        .unwrap_err();
+    let (code, reason, _, details) = status_of(err);
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    assert_eq!(details["causes"][0]["field"], "status.size", "{details}");
+    // A dry run answers with the whole object it would store, and stores nothing.
+    let dry = api
+        .patch_status(
+            "w",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"status": {"phase": "Dry"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.data["spec"], spec);
+    assert_eq!(dry.data["status"]["phase"], "Dry");
+    let got = api.get("w").await.unwrap();
+    assert_eq!(got.metadata.resource_version.as_deref(), Some(new_rv.as_str()));
+    assert_eq!(got.data, written.data);
+
+    // As in kube-apiserver, a status write validates the status only: an object whose stored
+    // spec a later schema rejects still takes status writes, and keeps its spec.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        &crd_name,
+        &pp,
+        &Patch::<Value>::Json(
+            serde_json::from_value(json!([{"op": "add",
+                "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/size/maximum",
+                "value": 1}]))
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually("the stricter schema to be served", WAIT, || async {
+        let err = api
+            .create(
+                &PostParams::default(),
+                &widget(&group, "probe", json!({"size": 2})),
+            )
+            .await
+            .err()?;
+        (status_of(err).0 == 422).then_some(())
+    })
+    .await;
+    let written = api
+        .patch_status("w", &pp, &Patch::Merge(json!({"status": {"phase": "Degraded"}})))
+        .await
+        .unwrap();
+    assert_eq!(written.data["status"]["phase"], "Degraded");
+    assert_eq!(written.data["spec"], spec);
+    // The main resource is still validated whole.
+    let err = api
+        .patch("w", &pp, &Patch::Merge(json!({"spec": {"color": "red"}})))
+        .await
+        .unwrap_err();
+    assert_eq!(status_of(err).0, 422);
+    assert_eq!(api.get("w").await.unwrap().data["spec"], spec);
+}
+
 #[tokio::test]
 async fn kubectl_works_with_custom_resources() {
     let server = shared();
