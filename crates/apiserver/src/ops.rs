@@ -341,13 +341,7 @@ impl Api {
 
     /// A stored object as a served `Value`.
     pub fn to_value(&self, def: &ResourceDef, value: &[u8], rv: u64) -> Value {
-        let mut obj = decode_stored(value, rv);
-        match &def.flavor {
-            Flavor::Builtin(BuiltinKind::EventV1) => obj = builtin::event_core_to_v1(obj),
-            Flavor::Custom(info) if info.multi_version => obj["apiVersion"] = json!(def.api_version()),
-            _ => {}
-        }
-        obj
+        as_served(def, decode_stored(value, rv))
     }
 
     /// GET one object.
@@ -707,6 +701,7 @@ impl Api {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
+        let status_only = status_only_patch(def, patch, sub, opts);
         for _ in 0..16 {
             let key = def.key(ns, name);
             let current = self.store.get(&key);
@@ -728,7 +723,7 @@ impl Api {
             let Some(current) = current else {
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
             };
-            let split = if status_only_patch(def, patch, sub, opts) {
+            let split = if status_only {
                 self.to_split(def, &current)
             } else {
                 None
@@ -912,16 +907,14 @@ impl Api {
     /// whole; `None` when the bytes do not decode or the object is being deleted (a write that
     /// finishes a deletion answers with the object built, not stored bytes).
     fn to_split<'a>(&self, def: &ResourceDef, current: &'a KeyValue) -> Option<objects::Split<'a>> {
-        let mut split = objects::decode_split(&current.value, current.mod_revision)?;
+        let split = objects::decode_split(&current.value, current.mod_revision)?;
         if objects::is_deleting(&split.decoded) {
             return None;
         }
-        if let Flavor::Custom(info) = &def.flavor
-            && info.multi_version
-        {
-            split.decoded["apiVersion"] = json!(def.api_version());
-        }
-        Some(split)
+        Some(objects::Split {
+            decoded: as_served(def, split.decoded),
+            kept: split.kept,
+        })
     }
 
     /// [`Api::commit_update`] of objects that leave out the stored object's fields `kept`
@@ -1732,6 +1725,17 @@ fn prepare_builtin_create(kind: BuiltinKind, obj: &mut Value, uid: &str, name: &
         }
         _ => {}
     }
+}
+
+/// A decoded stored object in the form `def` serves it: an Event in events.k8s.io/v1's shape,
+/// a custom resource of a CRD with several versions with `def`'s apiVersion.
+fn as_served(def: &ResourceDef, mut obj: Value) -> Value {
+    match &def.flavor {
+        Flavor::Builtin(BuiltinKind::EventV1) => obj = builtin::event_core_to_v1(obj),
+        Flavor::Custom(info) if info.multi_version => obj["apiVersion"] = json!(def.api_version()),
+        _ => {}
+    }
+    obj
 }
 
 /// Whether a patch of `def` can be applied to the stored object decoded as a
