@@ -110,7 +110,6 @@ pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientServi
                 .then(|| RetryLayer::new(RetryPolicy::server_retry())),
         )
         .option_layer(config.auth_layer()?)
-        .map_request(index_authorization)
         .layer(config.extra_headers_layer()?)
         // As kube's own stack: a debug span per request, an error logged for a 5xx or a failure.
         .layer(TraceLayer::new_for_http().make_span_with(DefaultMakeSpan::new().level(Level::DEBUG)))
@@ -123,20 +122,6 @@ pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientServi
         BoxService::new(service),
         config.default_namespace.clone(),
     ))
-}
-
-/// Lets HTTP/2 keep the `Authorization` header in the connection's HPACK table, as client-go
-/// does: kube marks it "never indexed", so every request sent the whole bearer token,
-/// Huffman-coded, and the API server decoded it again (about 5% of a busy control plane's
-/// instructions). "Never indexed" guards a header against a compression side channel when an
-/// attacker can add headers of their own to the same connection; a service's connection
-/// carries only the service's own requests. The value is still never logged: the trace span
-/// records no headers.
-fn index_authorization<B>(mut request: http::Request<B>) -> http::Request<B> {
-    if let Some(value) = request.headers_mut().get_mut(http::header::AUTHORIZATION) {
-        value.set_sensitive(false);
-    }
-    request
 }
 
 /// A [`tower::Layer`] that gives each request a deadline: its answer, status, headers and
@@ -232,27 +217,6 @@ mod tests {
             Ok(_) => panic!("the config is accepted"),
             Err(error) => error.to_string(),
         }
-    }
-
-    #[test]
-    fn the_authorization_header_is_indexable_and_otherwise_as_sent() {
-        let mut token = http::HeaderValue::from_static("Bearer abc");
-        token.set_sensitive(true);
-        let mut cookie = http::HeaderValue::from_static("c=1");
-        cookie.set_sensitive(true);
-        let request = http::Request::builder()
-            .header(http::header::AUTHORIZATION, token)
-            .header(http::header::COOKIE, cookie)
-            .body(())
-            .unwrap();
-        let request = index_authorization(request);
-        let authorization = &request.headers()[http::header::AUTHORIZATION];
-        assert_eq!(authorization, "Bearer abc");
-        assert!(!authorization.is_sensitive());
-        // Only the Authorization header changes.
-        assert!(request.headers()[http::header::COOKIE].is_sensitive());
-        let bare = index_authorization(http::Request::new(()));
-        assert!(bare.headers().is_empty());
     }
 
     #[test]
