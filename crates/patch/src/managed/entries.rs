@@ -71,10 +71,99 @@ impl ManagerKey {
 /// A manager's fields at an API version (`fieldpath.VersionedSet`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct VersionedSet {
-    pub set: FieldSet,
+    pub set: Fields,
     pub api_version: String,
     pub applied: bool,
 }
+
+/// A manager's field set, or the `fieldsV1` of a stored entry not decoded yet.
+///
+/// Most writes change the fields of one or two managers; every other entry goes back to the
+/// store as it came. A stored entry's set is therefore decoded only when an operation may
+/// change it ([`Fields::may_touch`]), and an entry never decoded is written back as the JSON
+/// it was read as, which is what decoding and encoding it again would give: stored entries
+/// were written by [`encode`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fields {
+    /// Empty while `stored` holds the fields.
+    set: FieldSet,
+    /// A JSON object, as [`FieldSet::from_fields_v1`] reads it.
+    stored: Option<Value>,
+}
+
+impl From<FieldSet> for Fields {
+    fn from(set: FieldSet) -> Fields {
+        Fields { set, stored: None }
+    }
+}
+
+impl Fields {
+    /// The set, decoded first if it is still stored. A stored `fieldsV1` that does not decode
+    /// (a store written by something else than this crate) counts as no fields.
+    pub fn set_mut(&mut self) -> &mut FieldSet {
+        if let Some(stored) = self.stored.take() {
+            self.set = FieldSet::from_fields_v1(&stored).unwrap_or_default();
+        }
+        &mut self.set
+    }
+
+    pub fn into_set(mut self) -> FieldSet {
+        self.set_mut();
+        self.set
+    }
+
+    /// The set if it is decoded.
+    pub fn decoded(&self) -> Option<&FieldSet> {
+        self.stored.is_none().then_some(&self.set)
+    }
+
+    /// The set if it is decoded, to change.
+    pub fn decoded_mut(&mut self) -> Option<&mut FieldSet> {
+        self.stored.is_none().then_some(&mut self.set)
+    }
+
+    /// Whether an operation on paths that start with the top-level fields `roots` (as
+    /// fieldsV1 keys, `f:spec`) can change this set or find anything in it. A decoded set is
+    /// always touched; a stored one only if it has one of those keys at the top, since every
+    /// set operation works on the first path element alone before it looks further.
+    pub fn may_touch(&self, roots: &[String]) -> bool {
+        match &self.stored {
+            None => true,
+            Some(Value::Object(top)) => roots.iter().any(|root| top.contains_key(root)),
+            Some(_) => false,
+        }
+    }
+
+    /// Whether the set has no members. For a stored set: whether its `fieldsV1` has nothing
+    /// but the `.` marker ([`encode`] never writes an empty entry).
+    pub fn is_empty(&self) -> bool {
+        match &self.stored {
+            None => self.set.is_empty(),
+            Some(Value::Object(top)) => top.keys().all(|key| key == "."),
+            Some(_) => true,
+        }
+    }
+
+    /// The `fieldsV1` JSON of the set.
+    pub fn to_fields_v1(&self) -> Value {
+        match &self.stored {
+            Some(stored) => stored.clone(),
+            None => self.set.to_fields_v1(),
+        }
+    }
+}
+
+/// Equal when the sets are, however they are held.
+impl PartialEq for Fields {
+    fn eq(&self, other: &Fields) -> bool {
+        match (self.decoded(), other.decoded()) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.clone().into_set() == other.clone().into_set(),
+        }
+    }
+}
+
+impl Eq for Fields {}
 
 /// All entries of an object (`internal.ManagedInterface`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,6 +185,32 @@ fn str_field<'a>(entry: &'a Map<String, Value>, name: &str, index: usize) -> Res
 
 /// `DecodeManagedFields`. `None` and `null` decode to no entries.
 pub(crate) fn decode(entries: Option<&Value>) -> Result<Managed, String> {
+    decode_with(entries, |fields_v1, i| {
+        FieldSet::from_fields_v1(fields_v1)
+            .map(Fields::from)
+            .map_err(|e| format!("error decoding versioned set from entry {i}: {e}"))
+    })
+}
+
+/// [`decode`] for the entries of a stored object: each entry's `fieldsV1` is kept as it is
+/// until an operation needs the set ([`Fields`]); only its type is checked here.
+pub(crate) fn decode_stored(entries: Option<&Value>) -> Result<Managed, String> {
+    decode_with(entries, |fields_v1, i| match fields_v1 {
+        Value::Object(_) => Ok(Fields {
+            set: FieldSet::new(),
+            stored: Some(fields_v1.clone()),
+        }),
+        Value::Null => Ok(Fields::default()),
+        other => Err(format!(
+            "error decoding versioned set from entry {i}: fieldsV1 must be a JSON object, got {other}"
+        )),
+    })
+}
+
+fn decode_with(
+    entries: Option<&Value>,
+    fields: impl Fn(&Value, usize) -> Result<Fields, String>,
+) -> Result<Managed, String> {
     let list = match entries {
         None | Some(Value::Null) => return Ok(Managed::default()),
         Some(Value::Array(list)) => list,
@@ -130,8 +245,7 @@ pub(crate) fn decode(entries: Option<&Value>) -> Result<Managed, String> {
             api_version,
             str_field(entry, "subresource", i)?,
         );
-        let set = FieldSet::from_fields_v1(entry.get("fieldsV1").unwrap_or(&Value::Null))
-            .map_err(|e| format!("error decoding versioned set from entry {i}: {e}"))?;
+        let set = fields(entry.get("fieldsV1").unwrap_or(&Value::Null), i)?;
         match str_field(entry, "time", i)? {
             "" => {
                 managed.times.remove(&key);
@@ -264,6 +378,43 @@ mod tests {
         assert_eq!(names, ["z", "s", "a", "b"]);
         assert_eq!(out[1], entries[3]);
         assert_eq!(decode(Some(&out)).unwrap(), managed);
+    }
+
+    #[test]
+    fn stored_entries_keep_their_fields_v1_until_needed() {
+        let entries = json!([
+            {"manager": "a", "operation": "Update", "apiVersion": "v1", "time": "2024-01-01T00:00:02Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:x": {}}, "f:metadata": {"f:labels": {".": {}, "f:k": {}}}}},
+            {"manager": "b", "operation": "Update", "apiVersion": "v1", "time": "2024-01-01T00:00:03Z",
+             "fieldsType": "FieldsV1", "fieldsV1": null}
+        ]);
+        let stored = decode_stored(Some(&entries)).unwrap();
+        let decoded = decode(Some(&entries)).unwrap();
+        // Equal however the sets are held, and encoded alike.
+        assert_eq!(stored, decoded);
+        assert_eq!(encode(&stored), encode(&decoded));
+        assert_eq!(encode(&stored).unwrap()[0], entries[0]);
+        let key = |m: &str| ManagerKey::new(m, Operation::Update, "v1", "");
+        let a = &stored.fields[&key("a")].set;
+        assert!(a.decoded().is_none());
+        assert!(a.may_touch(&["f:data".to_owned()]));
+        assert!(!a.may_touch(&["f:status".to_owned(), "f:spec".to_owned()]));
+        assert!(!a.is_empty());
+        // No fields at all need no decoding later.
+        let b = &stored.fields[&key("b")].set;
+        assert!(b.is_empty() && b.decoded().is_some());
+        let mut a = a.clone();
+        assert_eq!(
+            a.set_mut().paths(),
+            [".data.x", ".metadata.labels", ".metadata.labels.k"]
+        );
+        assert!(a.decoded().is_some());
+        // Only the type of a stored fieldsV1 is checked as it is read.
+        let bad = json!([{"manager": "m", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": [1]}]);
+        assert_eq!(
+            decode_stored(Some(&bad)).unwrap_err(),
+            "error decoding versioned set from entry 0: fieldsV1 must be a JSON object, got [1]"
+        );
     }
 
     #[test]

@@ -487,6 +487,15 @@ impl FieldSet {
         self.iter_paths().iter().map(|p| path_string(p)).collect()
     }
 
+    /// The fieldsV1 keys of the set's first path elements (`f:spec`), of members and
+    /// children alike.
+    pub(crate) fn root_keys(&self) -> impl Iterator<Item = String> + '_ {
+        self.members
+            .iter()
+            .chain(self.children.keys())
+            .map(PathElement::to_fields_v1_key)
+    }
+
     /// The fieldsV1 JSON of this set.
     pub fn to_fields_v1(&self) -> Value {
         Value::Object(self.emit(false))

@@ -313,8 +313,9 @@ fn strip_set() -> FieldSet {
 /// `stripMetaManager.stripFields` for one manager.
 fn strip_meta(fields: &mut std::collections::BTreeMap<ManagerKey, VersionedSet>, key: &ManagerKey) {
     if let Some(vs) = fields.get_mut(key) {
-        vs.set.difference_with(&STRIP_SET);
-        if vs.set.is_empty() {
+        let set = vs.set.set_mut();
+        set.difference_with(&STRIP_SET);
+        if set.is_empty() {
             fields.remove(key);
         }
     }
@@ -345,15 +346,22 @@ fn smd_update(
     } = typed::compare(live, new, ctx.shape).filtered(ctx.filter);
     let mut changed = modified;
     changed.union_with(&added);
+    // An entry still stored has nothing to lose or conflict on unless it has fields under one
+    // of the top-level fields changed or removed; the others are not decoded at all.
+    let roots: Vec<String> = changed.root_keys().chain(removed.root_keys()).collect();
+    for vs in fields.values_mut() {
+        if vs.set.may_touch(&roots) {
+            vs.set.set_mut();
+        }
+    }
     let others = |key: &ManagerKey| Some(key) != workflow;
-    let conflicting = fields
-        .iter()
-        .any(|(key, vs)| others(key) && vs.set.intersects(&changed));
+    let touched = |vs: &VersionedSet| vs.set.decoded().is_some_and(|set| set.intersects(&changed));
+    let conflicting = fields.iter().any(|(key, vs)| others(key) && touched(vs));
     if conflicting && !force {
         let mut conflicts: Vec<(ManagerKey, FieldSet)> = fields
             .iter()
-            .filter(|(key, vs)| others(key) && vs.set.intersects(&changed))
-            .map(|(key, vs)| (key.clone(), vs.set.intersection(&changed)))
+            .filter(|(key, vs)| others(key) && touched(vs))
+            .filter_map(|(key, vs)| Some((key.clone(), vs.set.decoded()?.intersection(&changed))))
             .collect();
         conflicts.sort_by_key(|(k, _)| k.identifier());
         return Err(conflicts
@@ -363,14 +371,14 @@ fn smd_update(
     }
     if conflicting || !removed.is_empty() {
         for (key, vs) in fields.iter_mut() {
-            if !others(key) {
+            let Some(set) = vs.set.decoded_mut().filter(|_| others(key)) else {
                 continue;
-            }
+            };
             if conflicting {
-                vs.set.difference_with(&changed);
+                set.difference_with(&changed);
             }
             if !removed.is_empty() {
-                vs.set.difference_with(&removed);
+                set.difference_with(&removed);
             }
         }
     }
@@ -395,7 +403,10 @@ fn prune(
     // Add back what any manager (including this one's new configuration) owns.
     let mut owned = FieldSet::new();
     for vs in fields.values() {
-        owned.union_with(&vs.set);
+        match vs.set.decoded() {
+            Some(set) => owned.union_with(set),
+            None => owned.union_with(&vs.set.clone().into_set()),
+        }
     }
     let merged_set = ensure(typed::to_field_set(&merged, shape));
     let mut keep = ensure(typed::to_field_set(&pruned, shape));
@@ -432,12 +443,12 @@ fn apply_layers(
         .insert(
             key.clone(),
             VersionedSet {
-                set,
+                set: set.into(),
                 api_version: ctx.api_version.to_string(),
                 applied: true,
             },
         )
-        .map(|previous| previous.set);
+        .map(|previous| previous.set.into_set());
     let new_obj = prune(merged, &managed.fields, last, ctx.shape);
     smd_update(live, &new_obj, &mut managed.fields, Some(&key), force, ctx)?;
     strip_meta(&mut managed.fields, &key);
@@ -465,10 +476,10 @@ fn update_layers(live: &Value, new: &Value, managed: &mut Managed, manager: &str
     if !set.is_empty() {
         let set = match managed.fields.remove(&key) {
             Some(mut previous) => {
-                previous.set.union_with(&set);
+                previous.set.set_mut().union_with(&set);
                 previous.set
             }
-            None => set,
+            None => set.into(),
         };
         managed.fields.insert(
             key.clone(),
@@ -531,12 +542,12 @@ fn cap_update_managers(managed: &mut Managed, max: usize) {
                 let bucket_set = managed
                     .fields
                     .get(&bucket)
-                    .map(|b| b.set.clone())
+                    .map(|b| b.set.clone().into_set())
                     .unwrap_or_default();
                 managed.fields.insert(
                     bucket.clone(),
                     VersionedSet {
-                        set: vs.set.union(&bucket_set),
+                        set: vs.set.clone().into_set().union(&bucket_set).into(),
                         api_version: vs.api_version.clone(),
                         applied: false,
                     },
@@ -890,7 +901,8 @@ fn track_stripped(
     opts: &UpdateOptions,
     filter: &Filter,
 ) -> Value {
-    let decode_old = || entries::decode(old_entries).unwrap_or_default();
+    // The stored entries' sets are decoded only where the write may change them.
+    let decode_old = || entries::decode_stored(old_entries).unwrap_or_default();
     let mut managed = if opts.subresource.is_some() {
         decode_old()
     } else if entries::is_reset(new_entries) {

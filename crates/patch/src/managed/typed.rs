@@ -193,6 +193,13 @@ fn compare_node(
     path: &mut Vec<PathElement>,
     c: &mut Comparison,
 ) {
+    // Equal values have nothing removed, modified or added below them: one walk that stops
+    // at the first difference, instead of a path and a field set per node.
+    if let (Some(l), Some(r)) = (lhs, rhs) {
+        if value::equals(l, r) {
+            return;
+        }
+    }
     let kl = lhs.map(|v| kind_of(shape, v));
     let kr = rhs.map(|v| kind_of(shape, v));
     let in_leaf = match (kl, kr) {
@@ -246,18 +253,19 @@ fn compare_as(
                 compare_leaf(lhs, rhs, path, c);
                 return true;
             }
-            let mut keys: BTreeSet<&String> = BTreeSet::new();
-            keys.extend(lm.into_iter().flat_map(|m| m.keys()));
-            keys.extend(rm.into_iter().flat_map(|m| m.keys()));
-            for k in keys {
+            // Every key of either side once: `lhs`'s, then those only `rhs` has (the order
+            // does not matter, the results are sets).
+            let only_right = rm
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| !lm.is_some_and(|m| m.contains_key(*k)));
+            let left = lm
+                .into_iter()
+                .flatten()
+                .map(|(k, l)| (k, Some(l), rm.and_then(|m| m.get(k))));
+            for (k, l, r) in left.chain(only_right.map(|(k, r)| (k, None, Some(r)))) {
                 path.push(PathElement::Field(k.clone()));
-                compare_node(
-                    lm.and_then(|m| m.get(k)),
-                    rm.and_then(|m| m.get(k)),
-                    shape.field(k),
-                    path,
-                    c,
-                );
+                compare_node(l, r, shape.field(k), path, c);
                 path.pop();
             }
             false

@@ -241,3 +241,23 @@ fn item_path_elements() {
         "associative list without keys has an element that's an explicit null"
     );
 }
+
+#[test]
+fn compare_skips_equal_subtrees_and_finds_changes_beside_them() {
+    let deep = json!({"inner": {"a": {"b": [1, 2], "c": {"d": "e"}}}});
+    let old =
+        json!({"free": deep, "labels": {"x": "1", "y": "2"}, "gone": 1, "list": [{"name": "a", "value": 1}]});
+    let new =
+        json!({"free": deep, "labels": {"x": "1", "y": "3"}, "new": 2, "list": [{"name": "a", "value": 1}]});
+    let c = compare(&old, &new, &shape());
+    assert_eq!(c.modified, fs(json!({"f:labels": {"f:y": {}}})));
+    assert_eq!(c.added, fs(json!({"f:new": {}})));
+    assert_eq!(c.removed, fs(json!({"f:gone": {}})));
+    // Backwards, what was added is removed.
+    let back = compare(&new, &old, &shape());
+    assert_eq!(
+        (back.added, back.removed, back.modified),
+        (c.removed, c.added, c.modified)
+    );
+    assert_eq!(compare(&old, &old.clone(), &shape()), Comparison::default());
+}
