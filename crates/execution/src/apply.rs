@@ -27,7 +27,9 @@ use crate::clusters::{Member, MemberClient, ensure_watch, member_client, member_
 use crate::context::Context;
 use crate::dispatch::{binding_of_work, get_binding};
 use crate::error::{ExecutionError, is_status};
-use crate::manifest::{ObjectIdentity, Revision, manifest_apply_once_override, manifest_conflict_resolution};
+use crate::manifest::{
+    ObjectIdentity, Revision, manifest_apply_once_override, manifest_conflict_resolution, manifest_digest,
+};
 use crate::member::{
     Ownership, WorkRef, conflict_message, defers_to_namespace_work, is_conflict, matches, ownership,
     recorded_revision, with_marks,
@@ -596,7 +598,21 @@ async fn apply_manifest_inner(
         uid: &work_uid,
     };
     let owner = ownership(live.as_ref(), &work_ref);
-    let revision = Revision::of(work.metadata.generation.unwrap_or(0), manifest);
+    // The watch digested this generation's manifests already, unless the cache holds another
+    // generation of the Work (or none).
+    let digest = ctx
+        .stores
+        .works
+        .get_of_uid(Some(&work_namespace), &work_name, Some(&work_uid))
+        .and_then(|cached| {
+            cached.manifest_digest_at(
+                work.metadata.generation,
+                ordinal,
+                work.spec.workload.manifests.len(),
+            )
+        })
+        .unwrap_or_else(|| manifest_digest(manifest));
+    let revision = Revision::of_digest(work.metadata.generation.unwrap_or(0), digest);
     let desired_revision = revision.to_string();
     let recorded = match (&owner, &live) {
         (Ownership::Ours, Some(live)) => recorded_revision(live).map(str::to_owned),

@@ -13,7 +13,8 @@
 //!   finalizers, for [`CachedWork::worker_signature`]);
 //! - its labels and annotations as hashes of their pairs (what the binding controller wrote
 //!   is compared, never read back), and the few values read as values;
-//! - its manifests as 64-bit digests ([`manifest_digest`]);
+//! - its manifests as 64-bit digests ([`manifest_digest`]), computed when the Work's generation
+//!   changes and kept from the previous record otherwise ([`CachedWork::of`]);
 //! - the report of its first manifest (the workload): whether it is applied and why not,
 //!   computed once when the watch delivers the Work ([`work_applied`]), its health, and its
 //!   status as a packed record, read back only when a binding's status is aggregated.
@@ -141,6 +142,16 @@ impl From<&ResourceHealth> for Health {
 
 impl From<&Work> for CachedWork {
     fn from(work: &Work) -> Self {
+        Self::of(work, None)
+    }
+}
+
+impl CachedWork {
+    /// `work` as the cache keeps it. `previous` is what the cache held for the same Work (same
+    /// uid) before this event: when it was of the same `metadata.generation` its manifest
+    /// digests are kept, since the API server changes the generation with every change of the
+    /// spec, the manifests' with it; a status write (most events) then hashes nothing.
+    pub fn of(work: &Work, previous: Option<&CachedWork>) -> Self {
         let not_applied = work_applied(work).err();
         let binding = binding_of_work(work).map(BindingKey::shared);
         let Work {
@@ -186,7 +197,14 @@ impl From<&Work> for CachedWork {
         // One vector for all the hashes (each part sorted in place for
         // [`CachedWork::holds_hash`]), written into the tail as bytes.
         let mut hashes = Vec::with_capacity(manifests.len() + label_count + annotation_count);
-        hashes.extend(manifests.iter().map(manifest_digest));
+        match previous.filter(|previous| {
+            metadata.generation.is_some()
+                && previous.generation() == metadata.generation
+                && previous.manifests as usize == manifests.len()
+        }) {
+            Some(previous) => hashes.extend(previous.manifest_hashes()),
+            None => hashes.extend(manifests.iter().map(manifest_digest)),
+        }
         for map in [&metadata.labels, &metadata.annotations] {
             let start = hashes.len();
             hashes.extend(map.iter().flatten().map(|(k, v)| pair_hash(k, v)));
@@ -275,6 +293,15 @@ impl CachedWork {
     /// `metadata.generation`.
     pub fn generation(&self) -> Option<i64> {
         (self.generation != NO_GENERATION).then_some(self.generation)
+    }
+
+    /// The [`manifest_digest`] of manifest `ordinal` of this Work as it is at `generation`
+    /// with `count` manifests: known when this record is of that generation (a generation's
+    /// manifests never change), `None` otherwise.
+    pub fn manifest_digest_at(&self, generation: Option<i64>, ordinal: usize, count: usize) -> Option<u64> {
+        let same =
+            generation.is_some() && self.generation() == generation && self.manifests as usize == count;
+        (same && ordinal < count).then(|| self.hash(ordinal))
     }
 
     /// What of the Work, when it changes, needs its cluster's worker: generation, whether it is
@@ -752,6 +779,45 @@ mod tests {
         // Labels and annotations share one allocation, not one lookup.
         assert!(!cached.has_annotation("resourcebinding.karmada.io/permanent-id", "uid-1"));
         assert!(!cached.has_label("resourcebinding.karmada.io/name", "a"));
+    }
+
+    #[test]
+    fn manifest_digests_are_kept_from_the_same_generation_only() {
+        let work = stored(&desired());
+        let previous = CachedWork::from(&work);
+        // A status write: same generation, and the digests are the previous record's. (A
+        // previous record of other manifests shows they were kept, not computed again.)
+        let mut other = work.clone();
+        other.spec.workload.manifests[0]["spec"]["replicas"] = json!(7);
+        let other_digests = CachedWork::from(&other);
+        let kept = CachedWork::of(&work, Some(&other_digests));
+        assert!(kept.has_manifests(&other.spec.workload.manifests));
+        assert!(CachedWork::of(&work, Some(&previous)).has_manifests(&work.spec.workload.manifests));
+        // A new generation, another number of manifests or no generation: hashed afresh.
+        let mut bumped = other.clone();
+        bumped.metadata.generation = Some(2);
+        assert!(CachedWork::of(&bumped, Some(&previous)).has_manifests(&bumped.spec.workload.manifests));
+        let mut fewer = other.clone();
+        fewer.spec.workload.manifests.pop();
+        assert!(CachedWork::of(&fewer, Some(&previous)).has_manifests(&fewer.spec.workload.manifests));
+        let mut unversioned = other.clone();
+        unversioned.metadata.generation = None;
+        let mut previous_unversioned = work.clone();
+        previous_unversioned.metadata.generation = None;
+        let previous_unversioned = CachedWork::from(&previous_unversioned);
+        assert!(
+            CachedWork::of(&unversioned, Some(&previous_unversioned))
+                .has_manifests(&unversioned.spec.workload.manifests)
+        );
+        // What an apply reads of the record: a digest of the same generation only.
+        let digests: Vec<u64> = work.spec.workload.manifests.iter().map(manifest_digest).collect();
+        assert_eq!(previous.manifest_digest_at(Some(1), 0, 2), Some(digests[0]));
+        assert_eq!(previous.manifest_digest_at(Some(1), 1, 2), Some(digests[1]));
+        for (generation, ordinal, count) in [(Some(2), 0, 2), (None, 0, 2), (Some(1), 0, 1), (Some(1), 2, 2)]
+        {
+            assert_eq!(previous.manifest_digest_at(generation, ordinal, count), None);
+        }
+        assert_eq!(previous_unversioned.manifest_digest_at(None, 0, 2), None);
     }
 
     #[test]

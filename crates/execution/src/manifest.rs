@@ -343,9 +343,14 @@ pub struct Revision {
 impl Revision {
     /// The revision of `manifest` in a Work at `generation`.
     pub fn of(generation: i64, manifest: &Value) -> Self {
+        Self::of_digest(generation, manifest_digest(manifest))
+    }
+
+    /// The revision of a manifest whose [`manifest_digest`] is `digest`.
+    pub fn of_digest(generation: i64, digest: u64) -> Self {
         Self {
             generation,
-            hash: manifest_hash(manifest),
+            hash: format!("{digest:016x}"),
         }
     }
 

@@ -105,14 +105,14 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
         ctx,
         Api::<Watched<ResourceBinding>>::all(client.clone()),
         writers.bindings,
-        |binding| CachedBinding::from(binding.into_binding()),
+        |binding, _| CachedBinding::from(binding.into_binding()),
         queue_binding(ctx),
     );
     spawn_cache(
         ctx,
         Api::<Watched<ClusterResourceBinding>>::all(client.clone()),
         writers.cluster_bindings,
-        |binding| CachedBinding::from(binding.into_binding()),
+        |binding, _| CachedBinding::from(binding.into_binding()),
         queue_binding(ctx),
     );
     {
@@ -123,8 +123,8 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
         // (or none) and hold nothing.
         let delivered: Arc<Mutex<Option<Work>>> = Arc::default();
         let kept = Arc::clone(&delivered);
-        let convert = move |Lean(work): Lean<Work>| {
-            let cached = CachedWork::from(&work);
+        let convert = move |Lean(work): Lean<Work>, previous: Option<&CachedWork>| {
+            let cached = CachedWork::of(&work, previous);
             *kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(work);
             cached
         };
@@ -397,20 +397,21 @@ fn delivered_as(whole: &Work, cached: &CachedWork) -> bool {
         && worker_signature_of(whole) == cached.worker_signature()
 }
 
-/// Runs the watch of `api` into the compact cache of `writer` on a task of its own, calling
-/// `on_update` for every update, until shutdown.
+/// Runs the watch of `api` into the compact cache of `writer` on a task of its own (`convert`
+/// given what the cache held for the object, as [`flotilla_runtime::cache::run_with_previous`]),
+/// calling `on_update` for every update, until shutdown.
 fn spawn_cache<K, V, C, F>(ctx: &Arc<Context>, api: Api<K>, writer: CacheWriter<V>, convert: C, on_update: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     V: flotilla_runtime::cache::Keyed + Send + Sync + 'static,
-    C: FnMut(K) -> V + Send + 'static,
+    C: FnMut(K, Option<&V>) -> V + Send + 'static,
     F: FnMut(Update<'_, V>) + Send + 'static,
 {
     let shutdown = ctx.shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
             () = shutdown.cancelled() => {}
-            () = flotilla_runtime::cache::run(api, writer, convert, on_update) => {}
+            () = flotilla_runtime::cache::run_with_previous(api, writer, convert, on_update) => {}
         }
     });
 }

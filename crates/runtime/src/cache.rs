@@ -328,11 +328,28 @@ fn uid_hash(uid: Option<&str>) -> u64 {
 /// Keeps `writer`'s cache in sync with `api` forever: each object the watch delivers is
 /// converted by `convert` (the whole object lives only while its event is handled), stored,
 /// then reported to `handle`. Runs until the future is dropped.
-pub async fn run<K, V, C, F>(api: Api<K>, mut writer: CacheWriter<V>, mut convert: C, mut handle: F)
+pub async fn run<K, V, C, F>(api: Api<K>, writer: CacheWriter<V>, mut convert: C, handle: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     V: Keyed,
     C: FnMut(K) -> V + Send,
+    F: FnMut(Update<'_, V>) + Send,
+{
+    run_with_previous(api, writer, move |object, _| convert(object), handle).await;
+}
+
+/// [`run`] with `convert` given what the cache holds for the same object (the same namespace,
+/// name and uid) when the event arrives, so that it can keep what cannot have changed (what a
+/// `metadata.generation` covers, say) instead of computing it again.
+pub async fn run_with_previous<K, V, C, F>(
+    api: Api<K>,
+    mut writer: CacheWriter<V>,
+    mut convert: C,
+    mut handle: F,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    V: Keyed,
+    C: FnMut(K, Option<&V>) -> V + Send,
     F: FnMut(Update<'_, V>) + Send,
 {
     let stream = crate::watch::logged(watcher::watcher(api, watcher::Config::default()).default_backoff());
@@ -355,9 +372,10 @@ impl<V: Keyed> CacheWriter<V> {
     fn apply<K: Resource>(
         &mut self,
         event: Event<K>,
-        convert: &mut impl FnMut(K) -> V,
+        convert: &mut impl FnMut(K, Option<&V>) -> V,
         handle: &mut impl FnMut(Update<'_, V>),
     ) {
+        let shared = &self.shared;
         let mut entry = |object: K| -> Entry<V> {
             let meta = object.meta();
             let uid = uid_hash(meta.uid.as_deref());
@@ -366,7 +384,14 @@ impl<V: Keyed> CacheWriter<V> {
                 meta.namespace.as_deref(),
                 meta.name.as_deref().unwrap_or_default(),
             );
-            let value = Arc::new(convert(object));
+            // Only this writer writes the cache: the value read here is still there when the
+            // new one replaces it below.
+            let previous = shared
+                .read()
+                .get(split_key(&key))
+                .filter(|old| old.uid == uid)
+                .map(|old| Arc::clone(&old.value));
+            let value = Arc::new(convert(object, previous.as_deref()));
             let held = value.object_key() == Some(split_key(&key));
             Entry {
                 key: V::Key::keep(key, held),
@@ -543,7 +568,9 @@ mod tests {
     fn feed(writer: &mut CacheWriter<Value>, events: Vec<Event<ConfigMap>>) -> Vec<String> {
         let mut seen = Vec::new();
         for event in events {
-            writer.apply(event, &mut convert, &mut |update| seen.push(text(update)));
+            writer.apply(event, &mut |map, _| convert(map), &mut |update| {
+                seen.push(text(update))
+            });
         }
         seen.sort();
         seen
@@ -609,6 +636,36 @@ mod tests {
             );
             assert!(cache.get_of_uid(Some("ns"), "a", None).is_none());
             assert!(cache.get_of_uid(Some("ns"), "b", Some("1")).is_none());
+        });
+    }
+
+    #[test]
+    fn convert_is_given_the_value_cached_for_the_same_object() {
+        each_way(|| {
+            let (_cache, mut writer) = listed(map("a", "1", "x"));
+            let mut given = Vec::new();
+            let mut convert_seeing = |map: ConfigMap, previous: Option<&Value>| {
+                given.push(previous.map(|p| p.1.clone()));
+                convert(map)
+            };
+            for event in [
+                // The same object changed, in a watch event and in a relist.
+                Event::Apply(map("a", "1", "y")),
+                Event::Init,
+                Event::InitApply(map("a", "1", "z")),
+                Event::InitDone,
+                // Re-created under the same name: another object.
+                Event::Apply(map("a", "2", "w")),
+                // Never cached.
+                Event::Apply(map("b", "3", "v")),
+                Event::Delete(map("c", "4", "u")),
+            ] {
+                writer.apply(event, &mut convert_seeing, &mut |_| {});
+            }
+            assert_eq!(
+                given,
+                [Some("x".to_owned()), Some("y".to_owned()), None, None, None]
+            );
         });
     }
 
@@ -740,7 +797,7 @@ mod tests {
             },
             ..Namespace::default()
         };
-        let mut convert = |n: Namespace| n.metadata.name.unwrap_or_default();
+        let mut convert = |n: Namespace, _: Option<&String>| n.metadata.name.unwrap_or_default();
         for event in [Event::Init, Event::InitApply(namespace.clone()), Event::InitDone] {
             writer.apply(event, &mut convert, &mut |_| {});
         }
@@ -754,7 +811,7 @@ mod tests {
         );
         // Also when the value holds the name (and no key is kept).
         let (named, mut writer) = Cache::<Named>::new();
-        let mut convert = |n: Namespace| Named(n.metadata.name.unwrap_or_default());
+        let mut convert = |n: Namespace, _: Option<&Named>| Named(n.metadata.name.unwrap_or_default());
         for event in [Event::Init, Event::InitApply(namespace.clone()), Event::InitDone] {
             writer.apply(event, &mut convert, &mut |_| {});
         }
