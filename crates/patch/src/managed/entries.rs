@@ -99,7 +99,7 @@ impl From<FieldSet> for Fields {
 
 impl Fields {
     /// The set, decoded first if it is still stored. A stored `fieldsV1` that does not decode
-    /// (a store written by something else than this crate) counts as no fields.
+    /// (a store written by something other than this crate) counts as no fields.
     pub fn set_mut(&mut self) -> &mut FieldSet {
         if let Some(stored) = self.stored.take() {
             self.set = FieldSet::from_fields_v1(&stored).unwrap_or_default();
