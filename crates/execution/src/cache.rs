@@ -197,11 +197,7 @@ impl CachedWork {
         // One vector for all the hashes (each part sorted in place for
         // [`CachedWork::holds_hash`]), written into the tail as bytes.
         let mut hashes = Vec::with_capacity(manifests.len() + label_count + annotation_count);
-        match previous.filter(|previous| {
-            metadata.generation.is_some()
-                && previous.generation() == metadata.generation
-                && previous.manifests as usize == manifests.len()
-        }) {
+        match previous.filter(|previous| previous.is_at(metadata.generation, manifests.len())) {
             Some(previous) => hashes.extend(previous.manifest_hashes()),
             None => hashes.extend(manifests.iter().map(manifest_digest)),
         }
@@ -299,9 +295,13 @@ impl CachedWork {
     /// with `count` manifests: known when this record is of that generation (a generation's
     /// manifests never change), `None` otherwise.
     pub fn manifest_digest_at(&self, generation: Option<i64>, ordinal: usize, count: usize) -> Option<u64> {
-        let same =
-            generation.is_some() && self.generation() == generation && self.manifests as usize == count;
-        (same && ordinal < count).then(|| self.hash(ordinal))
+        (self.is_at(generation, count) && ordinal < count).then(|| self.hash(ordinal))
+    }
+
+    /// Whether this record is of the Work at `generation` (set) with `count` manifests, so that
+    /// its manifest digests are that generation's.
+    fn is_at(&self, generation: Option<i64>, count: usize) -> bool {
+        generation.is_some() && self.generation() == generation && self.manifests as usize == count
     }
 
     /// What of the Work, when it changes, needs its cluster's worker: generation, whether it is

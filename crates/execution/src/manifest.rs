@@ -315,7 +315,12 @@ fn write_canonical<W: std::io::Write>(value: &Value, out: &mut W) -> std::io::Re
 
 /// SHA-256 of the manifest's canonical JSON, first 16 hex digits.
 pub fn manifest_hash(manifest: &Value) -> String {
-    format!("{:016x}", manifest_digest(manifest))
+    digest_hex(manifest_digest(manifest))
+}
+
+/// A [`manifest_digest`] as [`manifest_hash`] writes it: 16 hex digits.
+fn digest_hex(digest: u64) -> String {
+    format!("{digest:016x}")
 }
 
 /// [`manifest_hash`] as a number (the first 64 bits of the SHA-256 of the canonical JSON): what
@@ -350,7 +355,7 @@ impl Revision {
     pub fn of_digest(generation: i64, digest: u64) -> Self {
         Self {
             generation,
-            hash: format!("{digest:016x}"),
+            hash: digest_hex(digest),
         }
     }
 

@@ -547,7 +547,7 @@ fn cap_update_managers(managed: &mut Managed, max: usize) {
                 managed.fields.insert(
                     bucket.clone(),
                     VersionedSet {
-                        set: vs.set.clone().into_set().union(&bucket_set).into(),
+                        set: vs.set.into_set().union(&bucket_set).into(),
                         api_version: vs.api_version.clone(),
                         applied: false,
                     },
