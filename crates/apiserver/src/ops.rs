@@ -1290,7 +1290,8 @@ impl Api {
         let mut causes = validate_metadata(def, &body, old.is_none());
         let mut obj = match &def.flavor {
             Flavor::Builtin(kind) => {
-                let decoded = kind.decode(&body).map_err(|e| {
+                let status_write = def.status && scope.sub == Some("status") && old.is_some();
+                let (decoded, mut unknown) = decode_builtin(*kind, body, status_write).map_err(|e| {
                     ApiError::bad_request(format!(
                         "{kind_name} in version \"{version}\" cannot be handled as a {kind_name}: {field}{message}",
                         kind_name = def.kind,
@@ -1299,8 +1300,6 @@ impl Api {
                         message = e.message
                     ))
                 })?;
-                let mut unknown = Vec::new();
-                unknown_fields(&body, &decoded, "", &mut unknown);
                 unknown.retain(|f| f != "metadata.resourceVersion");
                 self.report_unknown(&unknown, opts, warnings)?;
                 let mut obj = decoded;
@@ -1755,6 +1754,58 @@ fn status_only_patch(def: &ResourceDef, patch: &Patch, sub: Subresource, opts: &
                 .all(|field| objects::STATUS_WRITE_FIELDS.contains(&field.as_str())),
             _ => false,
         }
+}
+
+/// The top-level fields of a built-in object that a write through `/status` decodes
+/// ([`decode_builtin`]).
+const STATUS_DECODED_FIELDS: [&str; 3] = ["apiVersion", "kind", "status"];
+
+/// The typed round trip of a built-in kind's `body` ([`BuiltinKind::decode`]: unknown fields
+/// dropped, malformed ones an error) and the fields it dropped ([`unknown_fields`]).
+///
+/// A `status_write` (through `/status`, onto a stored object) changes nothing but the status:
+/// every other top-level field, `metadata` included, is the stored object's
+/// ([`merge_subresource`]; `commit_update_keeping` sets the server's own metadata fields from it
+/// too), which went through this round trip when it was written and comes out of it unchanged.
+/// Only [`STATUS_DECODED_FIELDS`] are decoded then, as kube-apiserver's status strategies check
+/// a status update's status (its metadata is checked by `validate_metadata`); the rest (a
+/// Deployment's pod template, and its managedFields, which name every field of it) is set aside
+/// and put back as it was, over the empty values a type fills in for required fields it did not
+/// see (a CustomResourceDefinition's `spec`). A body whose part does not decode goes through
+/// the whole round trip, so an error names the same field as before.
+fn decode_builtin(
+    kind: BuiltinKind,
+    mut body: Value,
+    status_write: bool,
+) -> Result<(Value, Vec<String>), builtin::DecodeError> {
+    let mut unknown = Vec::new();
+    if status_write && let Value::Object(fields) = &mut body {
+        let aside: Vec<String> = fields
+            .keys()
+            .filter(|field| !STATUS_DECODED_FIELDS.contains(&field.as_str()))
+            .cloned()
+            .collect();
+        let mut kept = serde_json::Map::new();
+        for field in aside {
+            if let Some(value) = fields.remove(&field) {
+                kept.insert(field, value);
+            }
+        }
+        if let Ok(mut decoded) = kind.decode(&body) {
+            unknown_fields(&body, &decoded, "", &mut unknown);
+            if let Value::Object(decoded_fields) = &mut decoded {
+                decoded_fields.append(&mut kept);
+                return Ok((decoded, unknown));
+            }
+        }
+        if let Value::Object(fields) = &mut body {
+            fields.append(&mut kept);
+        }
+        unknown.clear();
+    }
+    let decoded = kind.decode(&body)?;
+    unknown_fields(&body, &decoded, "", &mut unknown);
+    Ok((decoded, unknown))
 }
 
 /// Status subresource isolation: the main resource keeps the old status; `/status` keeps
@@ -2404,6 +2455,98 @@ mod tests {
         let mut out = Vec::new();
         unknown_fields(&original, &decoded, "", &mut out);
         assert_eq!(out, vec!["0", "zz"]);
+    }
+
+    /// A Deployment as the store holds it: through the typed round trip, managedFields and all.
+    fn stored_deployment() -> Value {
+        let written = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u-1", "generation": 2,
+                "creationTimestamp": "2026-12-07T00:00:00Z", "labels": {"app": "web"},
+                "managedFields": [{"manager": "flotilla", "operation": "Apply", "apiVersion": "apps/v1",
+                    "time": "2026-12-07T00:00:00Z", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "nginx", "image": "nginx:1.25",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}
+                }
+            },
+            "status": {"observedGeneration": 1, "replicas": 3}
+        });
+        BuiltinKind::Deployment.decode(&written).unwrap()
+    }
+
+    #[test]
+    fn a_status_write_decodes_what_the_whole_round_trip_decodes() {
+        let reported = |status: Value| {
+            let mut new = stored_deployment();
+            new["status"] = status;
+            new
+        };
+        let cases = [
+            // What a controller reports.
+            json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "availableReplicas": 3,
+                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                    "lastTransitionTime": "2026-12-07T00:00:01Z", "lastUpdateTime": "2026-12-07T00:00:01Z"}]}),
+            // Unknown fields, at the top of the status and deep in it.
+            json!({"replicas": 3, "bogus": 1, "conditions": [{"type": "Available", "status": "True", "extra": "x"}]}),
+            // Nulls and an empty status.
+            json!({"replicas": null, "readyReplicas": 1}),
+            json!({}),
+        ];
+        for status in cases {
+            let whole = decode_builtin(BuiltinKind::Deployment, reported(status.clone()), false).unwrap();
+            let status_only =
+                decode_builtin(BuiltinKind::Deployment, reported(status.clone()), true).unwrap();
+            assert_eq!(status_only, whole, "status {status}");
+        }
+        let (_, unknown) = decode_builtin(
+            BuiltinKind::Deployment,
+            reported(
+                json!({"bogus": 1, "conditions": [{"type": "Available", "status": "True", "extra": "x"}]}),
+            ),
+            true,
+        )
+        .unwrap();
+        assert_eq!(unknown, ["status.bogus", "status.conditions[0].extra"]);
+
+        // A status that does not decode is named as the whole round trip names it.
+        let bad = reported(json!({"replicas": "three"}));
+        let whole = decode_builtin(BuiltinKind::Deployment, bad.clone(), false).unwrap_err();
+        let status_only = decode_builtin(BuiltinKind::Deployment, bad, true).unwrap_err();
+        assert_eq!(status_only, whole);
+        assert_eq!(status_only.field, "status.replicas");
+    }
+
+    #[test]
+    fn a_status_write_of_a_kind_with_a_required_spec_keeps_the_stored_spec() {
+        // A CustomResourceDefinition's type requires `spec`: decoded without it, it fills in an
+        // empty one, which the stored spec set aside replaces.
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]},
+            "status": {"conditions": [{"type": "Established", "status": "True", "bogus": 1}]}
+        });
+        let kind = BuiltinKind::CustomResourceDefinition;
+        let stripped = json!({"apiVersion": crd["apiVersion"], "kind": crd["kind"], "metadata": crd["metadata"], "status": crd["status"]});
+        assert_eq!(
+            kind.decode(&stripped).unwrap()["spec"]["group"],
+            "",
+            "an empty spec is filled in"
+        );
+        let whole = decode_builtin(kind, crd.clone(), false).unwrap();
+        assert_eq!(decode_builtin(kind, crd, true).unwrap(), whole);
+        assert_eq!(whole.0["spec"]["group"], "example.com");
+        assert_eq!(whole.1, ["status.conditions[0].bogus"]);
     }
 
     #[test]

@@ -157,6 +157,83 @@ async fn generate_name_and_dry_run() {
     );
 }
 
+/// A status write of a built-in kind decodes only the status (and metadata) of the object: the
+/// rest is the stored object's. What a client sees is what a check of the whole object gave.
+#[tokio::test]
+async fn a_status_write_is_checked_as_the_whole_object_was_and_leaves_the_rest_alone() {
+    let server = shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "status-check").await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let created = api
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .unwrap();
+    let created_rv = created.metadata.resource_version.clone();
+
+    // A malformed status field: 400, named, nothing written.
+    let err = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": "three"}})),
+        )
+        .await
+        .unwrap_err();
+    let (code, reason, message) = api_error(err);
+    assert_eq!((code, reason.as_str()), (400, "BadRequest"), "{message}");
+    assert!(
+        message.contains("Deployment in version \"v1\" cannot be handled as a Deployment: status.replicas: "),
+        "{message}"
+    );
+    // An unknown status field under strict validation: 400 naming it, nothing written.
+    let strict = PatchParams {
+        field_validation: Some(kube::api::ValidationDirective::Strict),
+        ..PatchParams::default()
+    };
+    let err = api
+        .patch_status(
+            "web",
+            &strict,
+            &Patch::Merge(json!({"status": {"replicas": 1, "conditions": [{"type": "Available", "status": "True", "bogus": 1}]}})),
+        )
+        .await
+        .unwrap_err();
+    let (code, _, message) = api_error(err);
+    assert_eq!(code, 400, "{message}");
+    assert_eq!(
+        message,
+        "strict decoding error: unknown field \"status.conditions[0].bogus\""
+    );
+    let unchanged = api.get("web").await.unwrap();
+    assert_eq!(unchanged.metadata.resource_version, created_rv);
+    assert!(unchanged.status.is_none());
+
+    // Without strict validation the unknown field is dropped and the status written; the spec
+    // and the labels are the stored ones, whatever the body said.
+    let written = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"labels": {"changed": "through-status"}},
+                "spec": {"replicas": 5},
+                "status": {"replicas": 1, "readyReplicas": 1, "bogus": true},
+            })),
+        )
+        .await
+        .unwrap();
+    let status = written.status.clone().unwrap();
+    assert_eq!((status.replicas, status.ready_replicas), (Some(1), Some(1)));
+    assert_eq!(written.spec, created.spec);
+    assert_eq!(written.metadata.labels, created.metadata.labels);
+    let read = api.get("web").await.unwrap();
+    assert_eq!(read.spec, created.spec);
+    assert_eq!(read.status, written.status);
+    let raw: Value = serde_json::to_value(&read).unwrap();
+    assert!(raw["status"].get("bogus").is_none(), "{raw}");
+}
+
 #[tokio::test]
 async fn generation_and_status_subresource_isolation() {
     let server = shared();
