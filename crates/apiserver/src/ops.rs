@@ -1778,32 +1778,28 @@ fn decode_builtin(
     mut body: Value,
     status_write: bool,
 ) -> Result<(Value, Vec<String>), builtin::DecodeError> {
-    let mut unknown = Vec::new();
     if status_write && let Value::Object(fields) = &mut body {
-        let aside: Vec<String> = fields
-            .keys()
-            .filter(|field| !STATUS_DECODED_FIELDS.contains(&field.as_str()))
-            .cloned()
-            .collect();
-        let mut kept = serde_json::Map::new();
-        for field in aside {
-            if let Some(value) = fields.remove(&field) {
-                kept.insert(field, value);
-            }
-        }
-        if let Ok(mut decoded) = kind.decode(&body) {
-            unknown_fields(&body, &decoded, "", &mut unknown);
+        let (part, mut kept): (serde_json::Map<String, Value>, serde_json::Map<String, Value>) =
+            std::mem::take(fields)
+                .into_iter()
+                .partition(|(field, _)| STATUS_DECODED_FIELDS.contains(&field.as_str()));
+        let part = Value::Object(part);
+        // A typed value always encodes as an object, so the stored fields always go back.
+        if let Ok(mut decoded @ Value::Object(_)) = kind.decode(&part) {
+            let mut unknown = Vec::new();
+            unknown_fields(&part, &decoded, "", &mut unknown);
             if let Value::Object(decoded_fields) = &mut decoded {
                 decoded_fields.append(&mut kept);
-                return Ok((decoded, unknown));
             }
+            return Ok((decoded, unknown));
         }
-        if let Value::Object(fields) = &mut body {
-            fields.append(&mut kept);
+        if let Value::Object(part) = part {
+            *fields = part;
         }
-        unknown.clear();
+        fields.append(&mut kept);
     }
     let decoded = kind.decode(&body)?;
+    let mut unknown = Vec::new();
     unknown_fields(&body, &decoded, "", &mut unknown);
     Ok((decoded, unknown))
 }
