@@ -6,11 +6,14 @@
 
 use std::time::Duration;
 
+use flotilla_api::{ResourceBinding, Work};
 use flotilla_e2e::fixtures::{self, deployment_yaml, wait_member_deployment};
 use flotilla_e2e::wait::wait_until;
 use flotilla_e2e::{Env, EnvOptions, Service};
 use flotilla_proto::v1::execution_client::ExecutionClient;
 use flotilla_proto::v1::{BindingRef, DispatchRequest, Outcome};
+use kube::Api;
+use kube::api::{ListParams, ObjectMeta};
 
 #[tokio::test]
 async fn deployment_reaches_two_of_three_members() {
@@ -48,6 +51,59 @@ spec:
             .await
             .is_none()
     );
+
+    // Writes that name no field manager (status writes) are recorded under the service that
+    // made them, from its User-Agent, as kube-apiserver records Karmada's components: the
+    // Work's report is execution's, the binding's scheduling result the scheduler's.
+    let works: Api<Work> = Api::namespaced(cp.clone(), "karmada-es-member1");
+    let work = wait_until(
+        "member1's Work reported by execution",
+        Duration::from_secs(60),
+        || async {
+            works
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|work| status_writer(&work.metadata).is_some())
+        },
+    )
+    .await;
+    assert_eq!(status_writer(&work.metadata), Some("flotilla-execution"));
+    let bindings: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let binding = bindings.get("nginx-deployment").await.unwrap();
+    let managers = managers(&binding.metadata);
+    assert!(
+        managers.contains(&("flotilla-scheduler", "status")),
+        "binding managers: {managers:?}"
+    );
+    assert!(
+        managers.iter().all(|(manager, _)| !manager.is_empty()),
+        "a write recorded under no manager: {managers:?}"
+    );
+}
+
+/// The (manager, subresource) of each of `meta`'s managedFields entries.
+fn managers(meta: &ObjectMeta) -> Vec<(&str, &str)> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .map(|entry| {
+            (
+                entry.manager.as_deref().unwrap_or_default(),
+                entry.subresource.as_deref().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The manager recorded for `meta`'s status, if the status was written.
+fn status_writer(meta: &ObjectMeta) -> Option<&str> {
+    managers(meta)
+        .into_iter()
+        .find(|(_, subresource)| *subresource == "status")
+        .map(|(manager, _)| manager)
 }
 
 /// Execution reconciles at most `--dispatch-concurrency` `Dispatch` calls at once: a call beyond

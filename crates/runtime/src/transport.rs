@@ -16,13 +16,20 @@
 //!
 //! Execution's clients of member clusters are built the same way (ADR 0031), with a
 //! [`DeadlineLayer`] around their requests in place of per-socket timeouts.
+//!
+//! Every request names its program in `User-Agent` as client-go's does ([`user_agent`]):
+//! an API server records the name before the `/` as the field manager of writes that name
+//! none (updates, merge patches, status writes), and audit logs show it.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::HeaderValue;
+use http::header::USER_AGENT;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -111,6 +118,11 @@ pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientServi
         )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        // A `User-Agent` from the kubeconfig's extra headers is kept.
+        .map_request(|mut request: http::Request<kube::client::Body>| {
+            request.headers_mut().entry(USER_AGENT).or_insert_with(user_agent);
+            request
+        })
         // As kube's own stack: a debug span per request, an error logged for a 5xx or a failure.
         .layer(TraceLayer::new_for_http().make_span_with(DefaultMakeSpan::new().level(Level::DEBUG)))
         .map_err(BoxError::from)
@@ -122,6 +134,48 @@ pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientServi
         BoxService::new(service),
         config.default_namespace.clone(),
     ))
+}
+
+/// This process's `User-Agent`, in client-go's form: `<program>/v<version> (<os>/<arch>)`,
+/// the program being the file name this process was started as (`flotilla-execution`). An API
+/// server takes the part before the first `/` as the field manager of a write that names none,
+/// as kube-apiserver does (so a Work's status write is recorded as `flotilla-execution`'s).
+pub fn user_agent() -> HeaderValue {
+    static VALUE: OnceLock<HeaderValue> = OnceLock::new();
+    VALUE
+        .get_or_init(|| {
+            let argv0 = std::env::args_os().next().unwrap_or_default();
+            user_agent_of(
+                &argv0.to_string_lossy(),
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+            )
+        })
+        .clone()
+}
+
+/// [`user_agent`] for a program started as `argv0`. The program is the last path element of
+/// `argv0` with everything but ASCII letters, digits, `-`, `_` and `.` dropped (a `/` would end
+/// the field manager's name early); the architecture is named as Go names it (`amd64`,
+/// `arm64`), as in client-go's agents.
+fn user_agent_of(argv0: &str, version: &str, os: &str, arch: &str) -> HeaderValue {
+    let program: String = argv0
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    let program = if program.is_empty() { "flotilla" } else { &program };
+    let arch = match arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    HeaderValue::try_from(format!("{program}/v{version} ({os}/{arch})"))
+        .unwrap_or_else(|_| HeaderValue::from_static("flotilla"))
 }
 
 /// A [`tower::Layer`] that gives each request a deadline: its answer, status, headers and
@@ -217,6 +271,35 @@ mod tests {
             Ok(_) => panic!("the config is accepted"),
             Err(error) => error.to_string(),
         }
+    }
+
+    #[test]
+    fn the_user_agent_names_the_program_as_client_go_does() {
+        let agent = |argv0: &str, arch: &str| {
+            user_agent_of(argv0, "0.1.0", "linux", arch)
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            agent("/usr/local/bin/flotilla-execution", "x86_64"),
+            "flotilla-execution/v0.1.0 (linux/amd64)"
+        );
+        assert_eq!(
+            agent("flotilla-scheduler", "aarch64"),
+            "flotilla-scheduler/v0.1.0 (linux/arm64)"
+        );
+        assert_eq!(
+            agent("./flotilla-detector", "riscv64"),
+            "flotilla-detector/v0.1.0 (linux/riscv64)"
+        );
+        // Nothing that would end the manager's name early, or make no header value.
+        assert_eq!(
+            agent("/bin/odd name:\u{e9}\n", "x86_64"),
+            "oddname/v0.1.0 (linux/amd64)"
+        );
+        assert_eq!(agent("", "x86_64"), "flotilla/v0.1.0 (linux/amd64)");
+        assert_eq!(agent("/opt/bin/", "x86_64"), "flotilla/v0.1.0 (linux/amd64)");
     }
 
     #[test]
