@@ -37,16 +37,15 @@ fn flags_and_env(help: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in help.lines() {
         let trimmed = line.trim_start();
-        if trimmed.starts_with('-') {
-            if let Some(flag) = trimmed
+        if trimmed.starts_with('-')
+            && let Some(flag) = trimmed
                 .split_whitespace()
                 .map(|t| t.trim_end_matches(','))
                 .find(|t| t.starts_with("--"))
-            {
-                let flag = flag.split(['=', '[']).next().unwrap();
-                if flag != "--help" && flag != "--version" {
-                    out.insert(flag.to_owned());
-                }
+        {
+            let flag = flag.split(['=', '[']).next().unwrap();
+            if flag != "--help" && flag != "--version" {
+                out.insert(flag.to_owned());
             }
         }
         let mut rest = line;

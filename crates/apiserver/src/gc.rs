@@ -252,11 +252,11 @@ async fn run(api: &Arc<Api>) -> ApiResult<()> {
     loop {
         while let Some(key) = c.queue.pop_front() {
             c.queued.remove(&key);
-            if let Err(e) = reconcile(&mut c, &key).await {
-                if e.code != 404 {
-                    tracing::debug!(key, error = %e, "garbage collection will retry");
-                    c.retry.push(key);
-                }
+            if let Err(e) = reconcile(&mut c, &key).await
+                && e.code != 404
+            {
+                tracing::debug!(key, error = %e, "garbage collection will retry");
+                c.retry.push(key);
             }
             // Keep the index fresh between reconciles so decisions see our own writes.
             if let Ok(Some(batch)) = watcher.poll() {

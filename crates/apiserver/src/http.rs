@@ -702,10 +702,10 @@ fn list_options(def: &ResourceDef, q: &Query) -> ApiResult<ListOptions> {
 fn delete_options(q: &Query, body: &[u8]) -> ApiResult<DeleteOptions> {
     let mut opts = DeleteOptions::default();
     let mut propagation = q.get("propagationPolicy").cloned();
-    if let Some(o) = q.get("orphanDependents") {
-        if o == "true" {
-            propagation.get_or_insert_with(|| "Orphan".into());
-        }
+    if let Some(o) = q.get("orphanDependents")
+        && o == "true"
+    {
+        propagation.get_or_insert_with(|| "Orphan".into());
     }
     if !body.iter().all(u8::is_ascii_whitespace) {
         let v: Value = parse_yaml(body)

@@ -868,10 +868,10 @@ impl Api {
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
         let current = self.get_kv(def, ns, name)?;
-        if let Some(rv) = objects::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty()) {
-            if parse_rv(rv)? != current.mod_revision {
-                return Err(ApiError::stale(&def.group, &def.plural, name));
-            }
+        if let Some(rv) = objects::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty())
+            && parse_rv(rv)? != current.mod_revision
+        {
+            return Err(ApiError::stale(&def.group, &def.plural, name));
         }
         let old = self.to_value(def, &current.value, current.mod_revision);
         let new = apply_scale(def, &old, &body)?;

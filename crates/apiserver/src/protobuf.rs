@@ -306,7 +306,7 @@ fn go_duration(nanos: i64) -> String {
     if n < 1_000_000_000 {
         return format!(
             "{sign}{}",
-            if n % 1_000_000 == 0 {
+            if n.is_multiple_of(1_000_000) {
                 format!("{}ms", n / 1_000_000)
             } else {
                 format!("{n}ns")

@@ -342,10 +342,10 @@ impl Context {
             match self.reconcile_dependency(dep, Some(&view)).await {
                 Ok(result) => {
                     outcome.changed |= result.changed;
-                    if let Some(attached) = result.attached {
-                        if view.requires(dep) {
-                            outcome.attached.push(attached);
-                        }
+                    if let Some(attached) = result.attached
+                        && view.requires(dep)
+                    {
+                        outcome.attached.push(attached);
                     }
                 }
                 Err(error) => {

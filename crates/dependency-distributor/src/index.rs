@@ -237,10 +237,10 @@ impl Index {
             .iter()
             .map(|dep| Key::Dependency((**dep).clone()))
             .collect();
-        if let Some(resource) = &previous.resource {
-            if previous.has_required_by || self.is_referenced(resource) {
-                keys.push(Key::Dependency((**resource).clone()));
-            }
+        if let Some(resource) = &previous.resource
+            && (previous.has_required_by || self.is_referenced(resource))
+        {
+            keys.push(Key::Dependency((**resource).clone()));
         }
         self.release(previous);
         keys.sort();
@@ -277,10 +277,10 @@ impl Index {
                 }
             }
         }
-        if let Some(resource) = &previous.resource {
-            if previous.has_required_by {
-                self.attached.remove(resource);
-            }
+        if let Some(resource) = &previous.resource
+            && previous.has_required_by
+        {
+            self.attached.remove(resource);
         }
     }
 

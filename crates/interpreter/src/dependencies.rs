@@ -225,10 +225,10 @@ fn volume_dependencies(volume: &Node<'_>, found: &mut Found<'_>) -> Result<(), I
     if let Some(claim) = volume.field("persistentVolumeClaim")? {
         found.add(PVC, claim.opt_name("claimName")?);
     }
-    if let Some(csi) = volume.field("csi")? {
-        if let Some(secret_ref) = csi.field("nodePublishSecretRef")? {
-            found.add(SECRET, secret_ref.opt_name("name")?);
-        }
+    if let Some(csi) = volume.field("csi")?
+        && let Some(secret_ref) = csi.field("nodePublishSecretRef")?
+    {
+        found.add(SECRET, secret_ref.opt_name("name")?);
     }
     if let Some(azure_file) = volume.field("azureFile")? {
         found.add(SECRET, azure_file.opt_name("secretName")?);

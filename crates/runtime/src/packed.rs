@@ -288,7 +288,9 @@ mod tests {
                 ("app.kubernetes.io/part-of".to_owned(), "storefront".to_owned()),
             ]),
             clusters: (1..=5).map(|c| format!("member{c}")).collect(),
-            note: (i % 3 == 0).then(|| "Binding has been scheduled successfully.".to_owned()),
+            note: i
+                .is_multiple_of(3)
+                .then(|| "Binding has been scheduled successfully.".to_owned()),
         }
     }
 

@@ -91,14 +91,14 @@ impl Planner {
             Value::Object(map) => {
                 if s.embedded_resource || is_resource_root {
                     for k in ["apiVersion", "kind"] {
-                        if let Some(v) = map.get(k) {
-                            if !v.is_string() {
-                                return Err(FieldError::invalid(
-                                    child(&self.path, k),
-                                    v.clone(),
-                                    "must be a string",
-                                ));
-                            }
+                        if let Some(v) = map.get(k)
+                            && !v.is_string()
+                        {
+                            return Err(FieldError::invalid(
+                                child(&self.path, k),
+                                v.clone(),
+                                "must be a string",
+                            ));
                         }
                     }
                     if let Some(meta) = map.get("metadata") {
@@ -266,10 +266,10 @@ fn embedded_resource(path: &str, x: &serde_json::Map<String, Value>, errs: &mut 
                     .get("namespace")
                     .and_then(Value::as_str)
                     .is_some_and(|n| !n.is_empty());
-                if meta.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
-                    if let Value::Object(m) = &mut meta {
-                        m.insert("name".into(), Value::String("fakename".into()));
-                    }
+                if meta.get("name").and_then(Value::as_str).is_none_or(str::is_empty)
+                    && let Value::Object(m) = &mut meta
+                {
+                    m.insert("name".into(), Value::String("fakename".into()));
                 }
                 errs.extend(objectmeta::validate_object_meta(
                     &meta,

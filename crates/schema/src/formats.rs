@@ -256,10 +256,10 @@ fn valid_authority(authority: &str) -> bool {
             None => (host, None),
         }
     };
-    if let Some(port) = port {
-        if !port.bytes().all(|b| b.is_ascii_digit()) {
-            return false;
-        }
+    if let Some(port) = port
+        && !port.bytes().all(|b| b.is_ascii_digit())
+    {
+        return false;
     }
     host.chars()
         .all(|c| !c.is_ascii() || c.is_ascii_alphanumeric() || "!$&'()*+,;=:[]<>\"-_.~%".contains(c))
@@ -397,7 +397,7 @@ fn is_mac(s: &str) -> bool {
     }
     let hex2 = |x: &[u8]| x.len() == 2 && x.iter().all(|c| c.is_ascii_hexdigit());
     if b[2] == b':' || b[2] == b'-' {
-        if (b.len() + 1) % 3 != 0 {
+        if !(b.len() + 1).is_multiple_of(3) {
             return false;
         }
         let n = (b.len() + 1) / 3;
@@ -409,7 +409,7 @@ fn is_mac(s: &str) -> bool {
             hex2(&b[x..x + 2]) && (i == n - 1 || b[x + 2] == b[2])
         })
     } else if b[4] == b'.' {
-        if (b.len() + 1) % 5 != 0 {
+        if !(b.len() + 1).is_multiple_of(5) {
             return false;
         }
         let n = 2 * (b.len() + 1) / 5;
@@ -444,7 +444,7 @@ fn is_isbn(s: &str, version: u32) -> bool {
         } else {
             10 * digit(sanitized[9])
         };
-        sum % 11 == 0
+        sum.is_multiple_of(11)
     } else {
         if sanitized.len() != 13 || !sanitized.iter().all(u8::is_ascii_digit) {
             return false;
@@ -474,7 +474,7 @@ fn is_credit_card(s: &str) -> bool {
         }
         sum += d;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Go's `time.Parse("2006-01-02", s)`.

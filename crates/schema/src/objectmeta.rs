@@ -491,14 +491,14 @@ pub fn validate_object_meta(
             "not allowed on this type",
         ));
     }
-    if let Some(g) = meta.get("generation").and_then(Value::as_i64) {
-        if g < 0 {
-            errs.push(FieldError::invalid(
-                child("generation"),
-                Value::from(g),
-                "must be greater than or equal to 0",
-            ));
-        }
+    if let Some(g) = meta.get("generation").and_then(Value::as_i64)
+        && g < 0
+    {
+        errs.push(FieldError::invalid(
+            child("generation"),
+            Value::from(g),
+            "must be greater than or equal to 0",
+        ));
     }
     let sorted = |k: &str| -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = meta

@@ -92,11 +92,11 @@ const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 /// whose apiVersion, kind and metadata are left alone. Fields are visited in key order
 /// (serde_json's maps are sorted).
 pub(crate) fn prune_value(x: &mut Value, s: Option<&Node>, as_embedded: bool, t: &mut Tracker) {
-    if let Some(s) = s {
-        if s.preserve_unknown_fields {
-            skip_prune(x, s, as_embedded || s.embedded_resource, t);
-            return;
-        }
+    if let Some(s) = s
+        && s.preserve_unknown_fields
+    {
+        skip_prune(x, s, as_embedded || s.embedded_resource, t);
+        return;
     }
     let mark = t.mark();
     match x {

@@ -44,14 +44,14 @@ pub(crate) fn check(props: &JSONSchemaProps, prefix: &str) -> Vec<FieldError> {
         inside_meta: false,
     };
     openapi_schema(props, &root, &ctx, true, &mut errs);
-    if errs.is_empty() {
-        if let Some(e) = init_err {
-            errs.push(FieldError::invalid(
-                root.as_str(),
-                Value::String(String::new()),
-                e,
-            ));
-        }
+    if errs.is_empty()
+        && let Some(e) = init_err
+    {
+        errs.push(FieldError::invalid(
+            root.as_str(),
+            Value::String(String::new()),
+            e,
+        ));
     }
     errs
 }
@@ -236,14 +236,15 @@ fn invariants(s: &JSONSchemaProps, lvl: Level, path: &Path, errs: &mut Vec<Field
     }
     let props = s.properties.as_ref();
     for meta in ["kind", "apiVersion"] {
-        if let Some(p) = props.and_then(|m| m.get(meta)) {
-            if check_metadata && type_of(p) != "string" {
-                errs.push(FieldError::invalid(
-                    path.child("properties").key(meta).child("type").as_str(),
-                    str_value(type_of(p)),
-                    "must be string",
-                ));
-            }
+        if let Some(p) = props.and_then(|m| m.get(meta))
+            && check_metadata
+            && type_of(p) != "string"
+        {
+            errs.push(FieldError::invalid(
+                path.child("properties").key(meta).child("type").as_str(),
+                str_value(type_of(p)),
+                "must be string",
+            ));
         }
     }
     if let Some(m) = props.and_then(|m| m.get("metadata")) {
@@ -280,10 +281,10 @@ fn metadata_invariants(
     if lvl == Level::Root {
         // Only `type`, `default` and restrictions of `name`/`generateName` may be given.
         let mut rest = s.clone();
-        if let Some(props) = &rest.properties {
-            if props.keys().all(|k| k == "name" || k == "generateName") {
-                rest.properties = None;
-            }
+        if let Some(props) = &rest.properties
+            && props.keys().all(|k| k == "name" || k == "generateName")
+        {
+            rest.properties = None;
         }
         rest.type_ = None;
         rest.default = None;
@@ -342,14 +343,14 @@ fn value_validation(
     if let Some(not) = &s.not {
         nested(not, false, false, &path.child("not"), errs);
     }
-    if let Some(pattern) = s.pattern.as_deref().filter(|p| !p.is_empty()) {
-        if let Err(e) = goregex::compile(pattern) {
-            errs.push(FieldError::invalid(
-                path.child("pattern").as_str(),
-                str_value(pattern),
-                format!("must be a valid regular expression, but isn't: {e}"),
-            ));
-        }
+    if let Some(pattern) = s.pattern.as_deref().filter(|p| !p.is_empty())
+        && let Err(e) = goregex::compile(pattern)
+    {
+        errs.push(FieldError::invalid(
+            path.child("pattern").as_str(),
+            str_value(pattern),
+            format!("must be a valid regular expression, but isn't: {e}"),
+        ));
     }
 }
 
@@ -732,48 +733,48 @@ fn list_and_map_types(s: &JSONSchemaProps, path: &Path, errs: &mut Vec<FieldErro
                 detail,
             ));
         }
-    } else if list_type == Some("set") {
-        if let Some(is) = items_schema(s) {
-            let detail = "must be atomic as item of a list with x-kubernetes-list-type=set";
-            match type_of(is) {
-                "array"
-                    if is
-                        .x_kubernetes_list_type
-                        .as_deref()
-                        .is_some_and(|t| t != "atomic") =>
-                {
-                    errs.push(FieldError::invalid(
-                        path.child("items").child("x-kubernetes-list-type").as_str(),
-                        is.x_kubernetes_list_type
-                            .clone()
-                            .map(Value::String)
-                            .unwrap_or(Value::Null),
-                        detail,
-                    ));
-                }
-                "object" if is.x_kubernetes_map_type.as_deref() != Some("atomic") => {
-                    // kube-apiserver reports the item's list type here (a quirk kept on purpose).
-                    errs.push(FieldError::invalid(
-                        path.child("items").child("x-kubernetes-map-type").as_str(),
-                        is.x_kubernetes_list_type
-                            .clone()
-                            .map(Value::String)
-                            .unwrap_or(Value::Null),
-                        detail,
-                    ));
-                }
-                _ => {}
+    } else if list_type == Some("set")
+        && let Some(is) = items_schema(s)
+    {
+        let detail = "must be atomic as item of a list with x-kubernetes-list-type=set";
+        match type_of(is) {
+            "array"
+                if is
+                    .x_kubernetes_list_type
+                    .as_deref()
+                    .is_some_and(|t| t != "atomic") =>
+            {
+                errs.push(FieldError::invalid(
+                    path.child("items").child("x-kubernetes-list-type").as_str(),
+                    is.x_kubernetes_list_type
+                        .clone()
+                        .map(Value::String)
+                        .unwrap_or(Value::Null),
+                    detail,
+                ));
             }
+            "object" if is.x_kubernetes_map_type.as_deref() != Some("atomic") => {
+                // kube-apiserver reports the item's list type here (a quirk kept on purpose).
+                errs.push(FieldError::invalid(
+                    path.child("items").child("x-kubernetes-map-type").as_str(),
+                    is.x_kubernetes_list_type
+                        .clone()
+                        .map(Value::String)
+                        .unwrap_or(Value::Null),
+                    detail,
+                ));
+            }
+            _ => {}
         }
     }
-    if let Some(lt) = list_type {
-        if !["atomic", "set", "map"].contains(&lt) {
-            errs.push(FieldError::not_supported(
-                path.child("x-kubernetes-list-type").as_str(),
-                str_value(lt),
-                &["atomic".into(), "set".into(), "map".into()],
-            ));
-        }
+    if let Some(lt) = list_type
+        && !["atomic", "set", "map"].contains(&lt)
+    {
+        errs.push(FieldError::not_supported(
+            path.child("x-kubernetes-list-type").as_str(),
+            str_value(lt),
+            &["atomic".into(), "set".into(), "map".into()],
+        ));
     }
     let keys = s.x_kubernetes_list_map_keys.clone().unwrap_or_default();
     if !keys.is_empty() {

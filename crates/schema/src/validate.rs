@@ -465,13 +465,13 @@ fn validate_schema_props(s: &Node, path: &Path<'_>, data: &Value) -> Res {
             )));
         }
     }
-    if let Some(not) = &s.not {
-        if validate_schema(not, path, data).is_valid() {
-            main.add(OErr::Plain(format!(
-                "{} must not validate the schema (not)",
-                gofmt::quote(&path.to_string())
-            )));
-        }
+    if let Some(not) = &s.not
+        && validate_schema(not, path, data).is_valid()
+    {
+        main.add(OErr::Plain(format!(
+            "{} must not validate the schema (not)",
+            gofmt::quote(&path.to_string())
+        )));
     }
     main.inc();
     main
@@ -480,27 +480,27 @@ fn validate_schema_props(s: &Node, path: &Path<'_>, data: &Value) -> Res {
 /// `stringValidator.Validate`: only the first failing check is reported.
 fn validate_string(s: &Node, path: &Path<'_>, data: &str) -> Res {
     let len = data.chars().count() as i64;
-    if let Some(max) = s.max_length {
-        if len > max {
-            return Res::err(OErr::Validation {
-                code: Code::TooLong,
-                name: path.to_string(),
-                value: Some(Value::String(data.to_string())),
-                valid: Some(max),
-                values: Vec::new(),
-                message: format!("{path} in {IN} should be at most {max} chars long"),
-            });
-        }
+    if let Some(max) = s.max_length
+        && len > max
+    {
+        return Res::err(OErr::Validation {
+            code: Code::TooLong,
+            name: path.to_string(),
+            value: Some(Value::String(data.to_string())),
+            valid: Some(max),
+            values: Vec::new(),
+            message: format!("{path} in {IN} should be at most {max} chars long"),
+        });
     }
-    if let Some(min) = s.min_length {
-        if len < min {
-            return Res::err(OErr::v(
-                Code::Other,
-                path,
-                Some(Value::String(data.to_string())),
-                format!("{path} in {IN} should be at least {min} chars long"),
-            ));
-        }
+    if let Some(min) = s.min_length
+        && len < min
+    {
+        return Res::err(OErr::v(
+            Code::Other,
+            path,
+            Some(Value::String(data.to_string())),
+            format!("{path} in {IN} should be at least {min} chars long"),
+        ));
     }
     if let Some((pattern, compiled)) = &s.pattern {
         let shown = match compiled {
@@ -791,29 +791,29 @@ fn validate_slice(s: &Node, path: &Path<'_>, items: &[Value]) -> Res {
         }
     }
     let size = items.len() as i64;
-    if let Some(min) = s.min_items {
-        if size < min {
-            result.add(OErr::Validation {
-                code: Code::Other,
-                name: path.to_string(),
-                value: Some(Value::from(size)),
-                valid: Some(min),
-                values: Vec::new(),
-                message: format!("{path} in {IN} should have at least {min} items"),
-            });
-        }
+    if let Some(min) = s.min_items
+        && size < min
+    {
+        result.add(OErr::Validation {
+            code: Code::Other,
+            name: path.to_string(),
+            value: Some(Value::from(size)),
+            valid: Some(min),
+            values: Vec::new(),
+            message: format!("{path} in {IN} should have at least {min} items"),
+        });
     }
-    if let Some(max) = s.max_items {
-        if size > max {
-            result.add(OErr::Validation {
-                code: Code::MaxItems,
-                name: path.to_string(),
-                value: Some(Value::from(size)),
-                valid: Some(max),
-                values: Vec::new(),
-                message: format!("{path} in {IN} should have at most {max} items"),
-            });
-        }
+    if let Some(max) = s.max_items
+        && size > max
+    {
+        result.add(OErr::Validation {
+            code: Code::MaxItems,
+            name: path.to_string(),
+            value: Some(Value::from(size)),
+            valid: Some(max),
+            values: Vec::new(),
+            message: format!("{path} in {IN} should have at most {max} items"),
+        });
     }
     if s.unique_items {
         let duplicate = items
@@ -907,29 +907,29 @@ pub(crate) fn go_deep_equal(a: &Value, b: &Value) -> bool {
 fn validate_object(s: &Node, path: &Path<'_>, map: &Map<String, Value>) -> Res {
     let mut res = Res::default();
     let size = map.len() as i64;
-    if let Some(min) = s.min_properties {
-        if size < min {
-            res.add(OErr::Validation {
-                code: Code::Other,
-                name: path.to_string(),
-                value: Some(Value::from(size)),
-                valid: Some(min),
-                values: Vec::new(),
-                message: format!("{path} in {IN} should have at least {min} properties"),
-            });
-        }
+    if let Some(min) = s.min_properties
+        && size < min
+    {
+        res.add(OErr::Validation {
+            code: Code::Other,
+            name: path.to_string(),
+            value: Some(Value::from(size)),
+            valid: Some(min),
+            values: Vec::new(),
+            message: format!("{path} in {IN} should have at least {min} properties"),
+        });
     }
-    if let Some(max) = s.max_properties {
-        if size > max {
-            res.add(OErr::Validation {
-                code: Code::TooManyProperties,
-                name: path.to_string(),
-                value: Some(Value::from(size)),
-                valid: Some(max),
-                values: Vec::new(),
-                message: format!("{path} in {IN} should have at most {max} properties"),
-            });
-        }
+    if let Some(max) = s.max_properties
+        && size > max
+    {
+        res.add(OErr::Validation {
+            code: Code::TooManyProperties,
+            name: path.to_string(),
+            value: Some(Value::from(size)),
+            valid: Some(max),
+            values: Vec::new(),
+            message: format!("{path} in {IN} should have at most {max} properties"),
+        });
     }
     // In key order: serde_json's maps are sorted, as kube-openapi sorts the keys.
     match &s.additional_properties {

@@ -255,10 +255,10 @@ pub async fn wait_required_by(
     let found = tokio::time::timeout(CONVERGE, async {
         loop {
             let binding = get_binding(client, namespace, name).await;
-            if let Some(binding) = &binding {
-                if snapshots(&binding.spec.required_by) == want {
-                    return binding.clone();
-                }
+            if let Some(binding) = &binding
+                && snapshots(&binding.spec.required_by) == want
+            {
+                return binding.clone();
             }
             last = binding.map(|b| snapshots(&b.spec.required_by));
             tokio::time::sleep(Duration::from_millis(100)).await;

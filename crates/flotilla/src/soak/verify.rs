@@ -168,13 +168,13 @@ pub async fn delete_template(cp: &Client, namespace: &str, name: &str) -> Result
         if gone(&a) && gone(&b) {
             return Ok(());
         }
-        if attempt == 59 {
-            if let Err(source) = a.and(b) {
-                return Err(BenchError::Kube {
-                    what: format!("delete template {namespace}/{name}"),
-                    source,
-                });
-            }
+        if attempt == 59
+            && let Err(source) = a.and(b)
+        {
+            return Err(BenchError::Kube {
+                what: format!("delete template {namespace}/{name}"),
+                source,
+            });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

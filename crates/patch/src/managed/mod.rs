@@ -534,10 +534,10 @@ fn cap_update_managers(managed: &mut Managed, max: usize) {
         let bucket = ManagerKey::new("ancient-changes", Operation::Update, &vs.api_version, "");
         match first_of_version.get(&vs.api_version) {
             Some(first) => {
-                if !managed.fields.contains_key(&bucket) {
-                    if let Some(first_set) = managed.fields.remove(first) {
-                        managed.fields.insert(bucket.clone(), first_set);
-                    }
+                if !managed.fields.contains_key(&bucket)
+                    && let Some(first_set) = managed.fields.remove(first)
+                {
+                    managed.fields.insert(bucket.clone(), first_set);
                 }
                 let bucket_set = managed
                     .fields

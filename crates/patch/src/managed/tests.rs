@@ -856,7 +856,7 @@ impl Gen {
     /// A Deployment configuration with random labels, replicas, containers, env and ports.
     fn deployment(&mut self) -> Value {
         let mut cfg = config(None, "nginx");
-        if self.next() % 2 == 0 {
+        if self.next().is_multiple_of(2) {
             cfg["spec"]["replicas"] = json!(self.next() % 5);
         }
         for _ in 0..self.next() % 3 {
@@ -865,20 +865,20 @@ impl Gen {
         }
         let mut containers = Vec::new();
         for name in ["nginx", "sidecar", "init"] {
-            if name != "nginx" && self.next() % 2 == 0 {
+            if name != "nginx" && self.next().is_multiple_of(2) {
                 continue;
             }
             let mut c = json!({"name": name, "image": self.pick(&["img:1", "img:2"])});
             let mut env = Vec::new();
             for n in ["A", "B", "C"] {
-                if self.next() % 2 == 0 {
+                if self.next().is_multiple_of(2) {
                     env.push(json!({"name": n, "value": self.pick(&["1", "2"])}));
                 }
             }
             if !env.is_empty() {
                 c["env"] = Value::Array(env);
             }
-            if self.next() % 2 == 0 {
+            if self.next().is_multiple_of(2) {
                 c["ports"] = json!([{"containerPort": 80 + self.next() % 3}]);
             }
             containers.push(c);

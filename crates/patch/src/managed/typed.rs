@@ -195,10 +195,10 @@ fn compare_node(
 ) {
     // Equal values have nothing removed, modified or added below them: one walk that stops
     // at the first difference, instead of a path and a field set per node.
-    if let (Some(l), Some(r)) = (lhs, rhs) {
-        if value::equals(l, r) {
-            return;
-        }
+    if let (Some(l), Some(r)) = (lhs, rhs)
+        && value::equals(l, r)
+    {
+        return;
     }
     let kl = lhs.map(|v| kind_of(shape, v));
     let kr = rhs.map(|v| kind_of(shape, v));
