@@ -77,7 +77,7 @@ fn bench_all_scenarios_report_sane_figures() {
     assert!((rate - 80.0 / seconds).abs() <= 0.01 * rate + 1.0, "{report:#}");
     assert!(number(&report, &["throughput", "first_arrival_seconds"]) <= seconds);
 
-    // Footprint: the four services and the API servers, with memory and CPU.
+    // Footprint: the four services, the API servers and the bench itself, with memory and CPU.
     let processes = report["footprint"]["processes"].as_array().unwrap();
     for service in [
         "flotilla-detector",
@@ -85,6 +85,7 @@ fn bench_all_scenarios_report_sane_figures() {
         "flotilla-execution",
         "flotilla-dependency-distributor",
         "control-plane",
+        "flotilla bench",
     ] {
         let process = processes
             .iter()

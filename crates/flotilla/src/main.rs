@@ -361,9 +361,21 @@ async fn control_plane_client(args: &ControlPlane) -> anyhow::Result<kube::Clien
     Ok(kube::Client::try_from(config)?)
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // `flotilla bench` runs on the machine whose CPU it measures: on one thread, its watches
+    // and creates do not keep a second runtime worker waking the first (a profile of the bench
+    // on the default runtime spent a quarter of its CPU switching between its own threads; the
+    // members' API servers had the same finding, ADR 0032). Everything else keeps a worker per
+    // core.
+    let mut runtime = match cli.command {
+        Command::Bench(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    runtime.enable_all().build()?.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Join(args) => {
             if !flotilla_api::validation::is_dns1123_label(&args.name) {

@@ -25,6 +25,8 @@ pub const FOOTPRINT_TARGET_MIB: f64 = 150.0;
 const SAMPLE_PERIOD: Duration = Duration::from_millis(250);
 /// How long the footprint is observed after the services settled, for the "after" figures.
 const SETTLE: Duration = Duration::from_secs(5);
+/// The footprint's row for the bench process itself.
+const BENCH_PROCESS: &str = "flotilla bench";
 
 /// A prefix unique to this process's run, for namespaces.
 fn run_id() -> String {
@@ -389,6 +391,11 @@ pub async fn throughput(
     let pids = || {
         let mut pids = target.service_pids();
         pids.extend(target.apiserver_pids());
+        // The bench's own share of the machine it measures (its watches of the members, its
+        // creates), beside the processes it runs; none without them (an external target).
+        if !pids.is_empty() {
+            pids.push((BENCH_PROCESS.to_owned(), std::process::id()));
+        }
         pids
     };
     let result = async {
@@ -914,6 +921,7 @@ mod tests {
                 process("flotilla-detector", 20.0),
                 process("flotilla-execution", 30.0),
                 process("control-plane", 500.0),
+                process(BENCH_PROCESS, 60.0),
             ],
             None,
         );
@@ -921,6 +929,7 @@ mod tests {
         assert_eq!(report.services_total.rss_after_mib, 25.0);
         assert_eq!(report.services_total.cpu_seconds, 2.0);
         assert!(report.table().contains("services total"));
+        assert!(report.table().contains(BENCH_PROCESS), "{}", report.table());
         assert!(!report.table().contains("device"), "{}", report.table());
     }
 
