@@ -115,13 +115,32 @@ async fn patch_member_image(member: &Client, name: &str, new_image: &str) {
         .unwrap_or_else(|e| panic!("member-side patch of {name}: {e}"));
 }
 
-/// Deletes the member object from the member side.
+/// Deletes the member object from the member side, and waits until that object (its uid) is
+/// gone. Where execution re-creates it (modes off and on), a new object of the same name may be
+/// there before any read sees the name free: waiting for the name to be free would be waiting
+/// on that race.
 async fn delete_member_object(member: &Client, name: &str) {
     let api: Api<Deployment> = Api::namespaced(member.clone(), "default");
-    api.delete(name, &DeleteParams::default())
+    let deleted = member_deployment(member, "default", name)
+        .await
+        .and_then(|d| d.metadata.uid)
+        .unwrap_or_else(|| panic!("member-side delete of {name}: it is not there"));
+    let precondition = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(deleted.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    api.delete(name, &precondition)
         .await
         .unwrap_or_else(|e| panic!("member-side delete of {name}: {e}"));
-    fixtures::wait_member_deployment_gone(member, "default", name, "the member-side deletion").await;
+    flotilla_e2e::eventually("the member-side deletion", fixtures::TIMEOUT, || async {
+        member_deployment(member, "default", name)
+            .await
+            .is_none_or(|d| d.metadata.uid.as_ref() != Some(&deleted))
+    })
+    .await;
 }
 
 /// Waits until execution has marked the Work of `cluster` for Deployment `name` suspended.
