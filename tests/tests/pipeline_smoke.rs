@@ -71,13 +71,20 @@ spec:
     )
     .await;
     assert_eq!(status_writer(&work.metadata), Some("flotilla-execution"));
+    // The scheduler's status write (`Scheduled`) need not have landed before execution's report.
     let bindings: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
-    let binding = bindings.get("nginx-deployment").await.unwrap();
+    let binding = wait_until(
+        "the binding's status written by the scheduler",
+        Duration::from_secs(60),
+        || async {
+            let binding = bindings.get("nginx-deployment").await.ok()?;
+            managers(&binding.metadata)
+                .contains(&("flotilla-scheduler", "status"))
+                .then_some(binding)
+        },
+    )
+    .await;
     let managers = managers(&binding.metadata);
-    assert!(
-        managers.contains(&("flotilla-scheduler", "status")),
-        "binding managers: {managers:?}"
-    );
     assert!(
         managers.iter().all(|(manager, _)| !manager.is_empty()),
         "a write recorded under no manager: {managers:?}"
