@@ -35,6 +35,7 @@ pub mod intern;
 pub mod leader;
 pub mod lean;
 pub mod lease;
+mod lz4;
 pub mod membership;
 pub mod memory;
 pub mod object;

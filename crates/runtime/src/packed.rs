@@ -20,13 +20,17 @@
 //! at most [`MAX_DICTIONARIES`] x [`DICTIONARY_BYTES`] per codec (13 dictionaries, 104 KiB, after a
 //! million records).
 //!
-//! Packing costs a JSON write and an LZ4 compression (the dictionary's hash table is rebuilt per
-//! record: a few microseconds for [`DICTIONARY_BYTES`]); reading costs a decompression and a JSON
+//! Packing costs a JSON write and an LZ4 compression; reading costs a decompression and a JSON
 //! read. That suits what is read when an object is acted on, not on every event or timer tick:
-//! keep those fields typed beside the [`Packed`] record.
+//! keep those fields typed beside the [`Packed`] record. A dictionary's match table is built once,
+//! the first time a record is packed with it, and each record starts from a copy
+//! ([`crate::lz4`]); rebuilding it from the dictionary for every record had cost more than the
+//! compression itself. The JSON and the compressed block are written into buffers each thread
+//! keeps, so a record costs one allocation: its own.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -45,6 +49,44 @@ pub const MAX_DICTIONARIES: usize = 24;
 /// The first byte of a record compressed without a dictionary; dictionary `n` (from 1) is tag `n`.
 const WITHOUT_DICTIONARY: u8 = 0;
 
+/// Scratch buffers a thread keeps beyond this many bytes are let go after use (a rare huge
+/// record must not stay allocated for the life of the thread).
+const SCRATCH_KEPT_BYTES: usize = 64 * 1024;
+
+/// A thread's buffers for the JSON of a record and for its packed bytes.
+#[derive(Default)]
+struct Scratch {
+    json: Vec<u8>,
+    block: Vec<u8>,
+}
+
+impl Scratch {
+    /// Lets go of a buffer that grew beyond [`SCRATCH_KEPT_BYTES`].
+    fn trim(&mut self) {
+        for buffer in [&mut self.json, &mut self.block] {
+            if buffer.capacity() > SCRATCH_KEPT_BYTES {
+                *buffer = Vec::new();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `f` with this thread's [`Scratch`] (fresh buffers if it is in use further up the stack).
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let result = f(&mut scratch);
+            scratch.trim();
+            result
+        }
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
 /// One kind of packed record and the dictionaries its records share (see the module docs).
 #[derive(Debug)]
 pub struct Codec {
@@ -58,6 +100,9 @@ pub struct Codec {
     learning: Mutex<Vec<u8>>,
     /// The dictionaries, in the order they were learned; never change once set.
     dictionaries: [OnceLock<Box<[u8]>>; MAX_DICTIONARIES],
+    /// The match table of the dictionary records are packed with now (by tag), built when the
+    /// first record is packed with it; older dictionaries only read records back and need none.
+    table: Mutex<Option<(u8, Arc<crate::lz4::Prepared>)>>,
     /// When the second dictionary is learned ([`FIRST_RELEARN`]; smaller in tests).
     first_relearn: u64,
     /// How many dictionaries are learned at most ([`MAX_DICTIONARIES`]; fewer in tests).
@@ -114,6 +159,7 @@ impl Codec {
             learn_from: AtomicU64::new(0),
             learning: Mutex::new(Vec::new()),
             dictionaries: [const { OnceLock::new() }; MAX_DICTIONARIES],
+            table: Mutex::new(None),
             first_relearn,
             max_dictionaries,
         }
@@ -126,26 +172,61 @@ impl Codec {
     /// If `value` cannot be written as JSON: a map with keys that are not strings. Cache
     /// records are API types and the caches' own structs, which always can.
     pub fn pack<T: Serialize + ?Sized>(&self, value: &T) -> Packed {
-        let json = serde_json::to_vec(value).expect("a cache record serializes as JSON");
+        with_scratch(|scratch| self.pack_with(value, scratch))
+    }
+
+    /// [`Codec::pack`] with `scratch` for the JSON and the packed bytes.
+    fn pack_with<T: Serialize + ?Sized>(&self, value: &T, scratch: &mut Scratch) -> Packed {
+        let Scratch { json, block } = scratch;
+        json.clear();
+        serde_json::to_writer(&mut *json, value).expect("a cache record serializes as JSON");
         let count = self.packed.fetch_add(1, Ordering::Relaxed) + 1;
         let learned = self.learned.load(Ordering::Acquire);
         let tag = if learned > 0 && count < self.learn_from.load(Ordering::Relaxed) {
             learned
         } else {
-            self.learn(&json, count)
+            self.learn(json, count)
         };
+        let tag = u8::try_from(tag).expect("MAX_DICTIONARIES is below 256");
         let length = u32::try_from(json.len()).expect("a cache record is smaller than 4 GiB");
-        let mut bytes = vec![0; 5 + lz4_flex::block::get_maximum_output_size(json.len())];
-        bytes[0] = u8::try_from(tag).expect("MAX_DICTIONARIES is below 256");
-        bytes[1..5].copy_from_slice(&length.to_le_bytes());
-        let written = match self.dictionary_of(bytes[0]) {
-            Some(dictionary) => lz4_flex::block::compress_into_with_dict(&json, &mut bytes[5..], dictionary),
-            None => lz4_flex::block::compress_into(&json, &mut bytes[5..]),
+        block.clear();
+        block.push(tag);
+        block.extend_from_slice(&length.to_le_bytes());
+        match self.dictionary_of(tag) {
+            Some(dictionary) if crate::lz4::fits(dictionary.len(), json.len()) => {
+                let prepared = self.table_of(tag, dictionary);
+                crate::lz4::compress(&prepared, dictionary, json, block);
+            }
+            dictionary => {
+                // Without a dictionary, or a record too long for the prepared table's 16-bit
+                // positions (tens of KiB): lz4_flex's own compressor.
+                block.resize(5 + lz4_flex::block::get_maximum_output_size(json.len()), 0);
+                let written = match dictionary {
+                    Some(dictionary) => {
+                        lz4_flex::block::compress_into_with_dict(json, &mut block[5..], dictionary)
+                    }
+                    None => lz4_flex::block::compress_into(json, &mut block[5..]),
+                }
+                .expect("the buffer has the maximum compressed size");
+                block.truncate(5 + written);
+            }
         }
-        .expect("the buffer has the maximum compressed size");
-        // Copied into an allocation of its own size (not shrunk in place): what a cache keeps
-        // is allocated together, not scattered among freed buffers (ADR 0016).
-        Packed(bytes[..5 + written].into())
+        // Copied into an allocation of its own size: what a cache keeps is allocated together,
+        // not scattered among freed buffers (ADR 0016).
+        Packed(block.as_slice().into())
+    }
+
+    /// The match table of `dictionary`, whose tag is `tag`.
+    fn table_of(&self, tag: u8, dictionary: &[u8]) -> Arc<crate::lz4::Prepared> {
+        let mut table = self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match &*table {
+            Some((of, prepared)) if *of == tag => prepared.clone(),
+            _ => {
+                let prepared = Arc::new(crate::lz4::Prepared::new(dictionary));
+                *table = Some((tag, prepared.clone()));
+                prepared
+            }
+        }
     }
 
     /// The record `packed` read back as a `T`.
@@ -164,8 +245,11 @@ impl Codec {
     ///
     /// If `bytes` are not a record this codec made from a `T`'s JSON (see [`Codec::unpack`]).
     pub fn unpack_bytes<T: DeserializeOwned>(&self, bytes: &[u8]) -> T {
-        let json = self.json_of(bytes);
-        serde_json::from_slice(&json).expect("a packed record reads back as the type it was packed from")
+        with_scratch(|scratch| {
+            self.decompress_into(bytes, &mut scratch.json);
+            serde_json::from_slice(&scratch.json)
+                .expect("a packed record reads back as the type it was packed from")
+        })
     }
 
     /// The JSON text of `packed`.
@@ -179,16 +263,23 @@ impl Codec {
 
     /// The JSON text of the record whose bytes are `bytes`.
     fn json_of(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut json = Vec::new();
+        self.decompress_into(bytes, &mut json);
+        json
+    }
+
+    /// Replaces `json` with the JSON text of the record whose bytes are `bytes`.
+    fn decompress_into(&self, bytes: &[u8], json: &mut Vec<u8>) {
         let (header, compressed) = bytes.split_at(5);
         let length = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
-        let mut json = vec![0; length];
+        json.clear();
+        json.resize(length, 0);
         let written = match self.dictionary_of(header[0]) {
-            Some(dictionary) => lz4_flex::block::decompress_into_with_dict(compressed, &mut json, dictionary),
-            None => lz4_flex::block::decompress_into(compressed, &mut json),
+            Some(dictionary) => lz4_flex::block::decompress_into_with_dict(compressed, json, dictionary),
+            None => lz4_flex::block::decompress_into(compressed, json),
         }
         .expect("a packed record decompresses as it was compressed");
         json.truncate(written);
-        json
     }
 
     /// The dictionary a record's tag names (`None` for [`WITHOUT_DICTIONARY`]).
