@@ -265,51 +265,79 @@ fn strip_token_secrets(manifest: &mut Value) {
 /// give the same text, whatever order their maps were built in.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = Vec::new();
-    // Writing to a vector cannot fail.
-    let _ = write_canonical(value, &mut out);
-    // Only serde_json's output and ASCII punctuation were written.
+    write_canonical(value, &mut out);
+    // Only serde_json's output, strings' own UTF-8 and ASCII punctuation were written.
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// Writes `value`'s canonical JSON to `out`, piece by piece: [`manifest_digest`] hashes it as
-/// it is written, without building the text (execution hashes every manifest of every Work
-/// event and of every Work it plans).
-fn write_canonical<W: std::io::Write>(value: &Value, out: &mut W) -> std::io::Result<()> {
+/// Appends `value`'s canonical JSON to `out`. [`manifest_digest`] hashes the text once it is
+/// written (execution hashes every manifest of every Work event and of every Work it plans):
+/// fed to the hasher piece by piece, the pieces' calls had cost more than the hashing.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
+        Value::Object(map) if maps_iterate_in_key_order() => write_entries(map.iter(), out),
         Value::Object(map) => {
-            out.write_all(b"{")?;
-            // serde_json's maps iterate in key order unless its `preserve_order` feature is on
-            // somewhere in the build: sort only then.
-            let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b);
-            let mut entries: Vec<(&String, &Value)> = Vec::new();
-            let ordered: &mut dyn Iterator<Item = (&String, &Value)> = if sorted {
-                &mut map.iter()
-            } else {
-                entries.extend(map.iter());
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                &mut entries.iter().copied()
-            };
-            for (i, (key, item)) in ordered.enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                serde_json::to_writer(&mut *out, key)?;
-                out.write_all(b":")?;
-                write_canonical(item, out)?;
-            }
-            out.write_all(b"}")
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            write_entries(entries.into_iter(), out);
         }
         Value::Array(items) => {
-            out.write_all(b"[")?;
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.write_all(b",")?;
+                    out.push(b',');
                 }
-                write_canonical(item, out)?;
+                write_canonical(item, out);
             }
-            out.write_all(b"]")
+            out.push(b']');
         }
-        scalar => Ok(serde_json::to_writer(&mut *out, scalar)?),
+        Value::String(text) => write_json_string(text, out),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Writing to a vector cannot fail.
+        Value::Number(number) => {
+            let _ = serde_json::to_writer(&mut *out, number);
+        }
+    }
+}
+
+/// An object's `entries`, in the order given, as `{"key":value,...}`.
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (i, (key, item)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_string(key, out);
+        out.push(b':');
+        write_canonical(item, out);
+    }
+    out.push(b'}');
+}
+
+/// Whether serde_json's maps iterate in key order in this build: they do unless its
+/// `preserve_order` feature is on somewhere in the build (then [`write_canonical`] sorts).
+fn maps_iterate_in_key_order() -> bool {
+    static SORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SORTED.get_or_init(|| {
+        let mut map = serde_json::Map::new();
+        map.insert("b".to_owned(), Value::Null);
+        map.insert("a".to_owned(), Value::Null);
+        map.keys().next().is_some_and(|first| first == "a")
+    })
+}
+
+/// `text` as serde_json writes a JSON string: as it is between quotes when nothing in it needs
+/// an escape (a quote, a backslash or a control character), else through serde_json.
+fn write_json_string(text: &str, out: &mut Vec<u8>) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing to a vector cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
     }
 }
 
@@ -326,10 +354,9 @@ fn digest_hex(digest: u64) -> String {
 /// [`manifest_hash`] as a number (the first 64 bits of the SHA-256 of the canonical JSON): what
 /// execution's Work cache keeps of each manifest.
 pub fn manifest_digest(manifest: &Value) -> u64 {
-    // sha2's hasher is an `io::Write`; hashing cannot fail.
-    let mut sha = Sha256::new();
-    let _ = write_canonical(manifest, &mut sha);
-    let digest = sha.finalize();
+    let mut text = Vec::with_capacity(1024);
+    write_canonical(manifest, &mut text);
+    let digest = Sha256::digest(&text);
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
@@ -739,6 +766,9 @@ mod tests {
             json!(42),
             json!(null),
             json!({"b": {"d": {"f": [1, {"h": 2, "g": 3}]}, "c": 1}, "a": 0}),
+            // Bytes serde_json leaves alone (a slash, DEL, the last control character's
+            // neighbours) and escapes in keys.
+            json!({"path/to": "a/b\u{7f} ~\u{1f}!", "k\"ey\\": "\\", "\u{0}": [" ", "\"\""]}),
         ];
         for value in values {
             let mut expected = String::new();
