@@ -2,8 +2,8 @@
 //!
 //! [`crate::packed`] compresses every cache record against the same few kilobytes of
 //! dictionary. `lz4_flex::block::compress_into_with_dict` rebuilds its hash table from the
-//! dictionary on each call: for an 8 KiB dictionary and a 1.5 KiB record, that set-up was most
-//! of the compression's cost. Here the dictionary's table is built once ([`Prepared::new`]) and
+//! dictionary on each call: for an 8 KiB dictionary and a 1.5 KiB record, that set-up was more
+//! than half of the compression's cost. Here the dictionary's table is built once ([`Prepared::new`]) and
 //! each record starts from a copy of it (8 KiB).
 //!
 //! The output is a standard LZ4 block that refers back into the dictionary as if the dictionary
