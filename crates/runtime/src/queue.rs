@@ -14,6 +14,14 @@
 //! - A queue that a burst of keys made large (every object of an installation at a start or a
 //!   resync) gives most of that room back as it drains.
 //!
+//! Beyond client-go's: a key can be queued as [`Priority::Deferred`] (follow-up work, such as
+//! a status report, that must not hold up changes). A deferred key is served as if it had been
+//! added the queue's deferral ([`WorkQueue::set_deferral`]) later than it was, and at once when
+//! no other key waits: under a backlog, changes go first and a deferred key waits at most about
+//! the deferral longer than a change would; without a backlog nothing waits. Adding a deferred
+//! key as [`Priority::Normal`] moves it to the back of the normal keys. Keys of one priority
+//! keep the order of their adds.
+//!
 //! A worker's loop:
 //!
 //! ```no_run
@@ -47,6 +55,9 @@ pub const DEFAULT_BASE_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest retry delay of [`WorkQueue::default`].
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// The deferral of a new queue ([`WorkQueue::set_deferral`]).
+pub const DEFAULT_DEFERRAL: Duration = Duration::from_secs(30);
+
 /// The retry delay after `failures` consecutive failures: `base * 2^(failures-1)`, at most
 /// `max` (`failures` 0 counts as 1).
 pub fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
@@ -55,38 +66,132 @@ pub fn backoff(base: Duration, max: Duration, failures: u32) -> Duration {
     base.saturating_mul(1u32 << exponent).min(max)
 }
 
+/// How soon a queued key is wanted (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Served after the normal keys added up to the queue's deferral after it.
+    Deferred,
+    /// Served in the order of adds.
+    #[default]
+    Normal,
+}
+
+/// A key in one of the lanes: the key, when it entered the lane, and the number of that entry
+/// (an entry is current while [`State::queued`] holds the same number for its key; a key moved
+/// to the normal lane leaves a stale entry behind in the deferred one).
+type Entry<K> = (K, Instant, u64);
+
 struct State<K> {
-    /// Keys waiting, oldest first, with when each was queued.
-    waiting: VecDeque<(K, Instant)>,
-    /// The keys in `waiting`.
-    queued: HashSet<K>,
+    /// Normal keys waiting, oldest first.
+    normal: VecDeque<Entry<K>>,
+    /// Deferred keys waiting, oldest first (and stale entries, skipped).
+    deferred: VecDeque<Entry<K>>,
+    /// The keys waiting, with the priority and number of their current entry.
+    queued: HashMap<K, (Priority, u64)>,
+    /// The number of the next entry.
+    next_entry: u64,
     /// Keys handed out and not yet done.
     processing: HashSet<K>,
-    /// Keys added while being processed: queued again on `done`.
-    dirty: HashSet<K>,
+    /// Keys added while being processed (with the highest priority asked for): queued again on
+    /// `done`.
+    dirty: HashMap<K, Priority>,
     /// Consecutive failures per key, for the backoff.
     failures: HashMap<K, u32>,
-    /// When each key with a pending delayed add is due (the earliest asked for).
-    delayed: HashMap<K, Instant>,
+    /// When each key with a pending delayed add is due (the earliest asked for), and the
+    /// highest priority asked for.
+    delayed: HashMap<K, (Instant, Priority)>,
+    /// How much later than its add a deferred key counts as queued.
+    deferral: Duration,
     shut_down: bool,
 }
 
 /// The capacity (keys) up to which a queue keeps the room a burst of keys made it take.
 const KEPT_ROOM: usize = 1024;
 
-impl<K: Eq + Hash> State<K> {
-    /// Gives back most of the room a burst of keys made `waiting` and `queued` take, once no
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Gives back most of the room a burst of keys made the lanes and `queued` take, once no
     /// more than a quarter of it is used: a queue that held every object of an installation once
     /// (a start, a resync) does not keep that much memory for the rest of its life. Shrinking to
     /// twice what waits keeps the cost amortised: the room halves at least each time.
     fn give_back_spare_room(&mut self) {
-        let waiting = self.waiting.len();
-        if self.waiting.capacity() > KEPT_ROOM && waiting * 4 < self.waiting.capacity() {
-            self.waiting.shrink_to(waiting * 2);
+        fn shrink<T>(lane: &mut VecDeque<T>) {
+            let used = lane.len();
+            if lane.capacity() > KEPT_ROOM && used * 4 < lane.capacity() {
+                lane.shrink_to(used * 2);
+            }
         }
+        shrink(&mut self.normal);
+        shrink(&mut self.deferred);
+        let waiting = self.queued.len();
         if self.queued.capacity() > KEPT_ROOM && waiting * 4 < self.queued.capacity() {
             self.queued.shrink_to(waiting * 2);
         }
+    }
+
+    /// The lane of `priority`.
+    fn lane(&mut self, priority: Priority) -> &mut VecDeque<Entry<K>> {
+        match priority {
+            Priority::Normal => &mut self.normal,
+            Priority::Deferred => &mut self.deferred,
+        }
+    }
+
+    /// Queues `key` at `priority` unless it waits at that priority or a higher one (a deferred
+    /// key asked for as normal moves to the back of the normal lane). Says whether a key was
+    /// added to those waiting.
+    fn push(&mut self, key: K, priority: Priority) -> bool {
+        let entry = self.next_entry;
+        let added = match self.queued.get_mut(&key) {
+            Some((queued, _)) if *queued >= priority => return false,
+            Some(current) => {
+                *current = (priority, entry);
+                false
+            }
+            None => {
+                self.queued.insert(key.clone(), (priority, entry));
+                true
+            }
+        };
+        self.next_entry += 1;
+        self.lane(priority).push_back((key, Instant::now(), entry));
+        added
+    }
+
+    /// Drops the stale entries at the fronts of both lanes.
+    fn drop_stale_fronts(&mut self) {
+        let queued = &self.queued;
+        for (lane, priority) in [
+            (&mut self.normal, Priority::Normal),
+            (&mut self.deferred, Priority::Deferred),
+        ] {
+            while let Some((key, _, entry)) = lane.front()
+                && queued.get(key) != Some(&(priority, *entry))
+            {
+                lane.pop_front();
+            }
+        }
+    }
+
+    /// Takes the key to serve next: the front normal key, unless the front deferred key counts
+    /// as queued before it (its add plus the deferral) or no normal key waits.
+    fn pop(&mut self) -> Option<K> {
+        self.drop_stale_fronts();
+        let deferred_first = match (self.normal.front(), self.deferred.front()) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some((_, normal, _)), Some((_, deferred, _))) => deferred
+                .checked_add(self.deferral)
+                .is_some_and(|counts_from| counts_from <= *normal),
+        };
+        let lane = if deferred_first {
+            Priority::Deferred
+        } else {
+            Priority::Normal
+        };
+        let (key, _, _) = self.lane(lane).pop_front()?;
+        self.queued.remove(&key);
+        self.give_back_spare_room();
+        Some(key)
     }
 }
 
@@ -116,12 +221,13 @@ impl<K> fmt::Debug for WorkQueue<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
         f.debug_struct("WorkQueue")
-            .field("waiting", &state.waiting.len())
+            .field("waiting", &state.queued.len())
             .field("processing", &state.processing.len())
             .field("delayed", &state.delayed.len())
             .field("shut_down", &state.shut_down)
             .field("base_backoff", &self.inner.base_backoff)
             .field("max_backoff", &self.inner.max_backoff)
+            .field("deferral", &state.deferral)
             .finish()
     }
 }
@@ -135,17 +241,20 @@ impl<K: Clone + Eq + Hash + Send + 'static> Default for WorkQueue<K> {
 
 impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// An empty queue whose failed keys come back after `base_backoff`, doubling with each
-    /// consecutive failure up to `max_backoff`.
+    /// consecutive failure up to `max_backoff`, and whose deferral is [`DEFAULT_DEFERRAL`].
     pub fn new(base_backoff: Duration, max_backoff: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
-                    waiting: VecDeque::new(),
-                    queued: HashSet::new(),
+                    normal: VecDeque::new(),
+                    deferred: VecDeque::new(),
+                    queued: HashMap::new(),
+                    next_entry: 0,
                     processing: HashSet::new(),
-                    dirty: HashSet::new(),
+                    dirty: HashMap::new(),
                     failures: HashMap::new(),
                     delayed: HashMap::new(),
+                    deferral: DEFAULT_DEFERRAL,
                     shut_down: false,
                 }),
                 notify: Notify::new(),
@@ -161,38 +270,67 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Sets how much later than its add a deferred key counts as queued (`Duration::MAX`: it
+    /// waits for every normal key).
+    pub fn set_deferral(&self, deferral: Duration) {
+        self.lock().deferral = deferral;
+    }
+
     /// Queues `key` unless it already waits; a key being processed is queued again when its
     /// worker calls [`WorkQueue::done`]. No-op after shutdown.
     pub fn add(&self, key: K) {
+        self.add_with(key, Priority::Normal);
+    }
+
+    /// [`WorkQueue::add`] at `priority`: a key waiting as deferred and added as normal moves to
+    /// the normal keys; a key being processed is queued again on `done` at the highest
+    /// priority it was added with meanwhile.
+    pub fn add_with(&self, key: K, priority: Priority) {
         let mut state = self.lock();
-        if state.shut_down || state.queued.contains(&key) {
+        if state.shut_down {
             return;
         }
         if state.processing.contains(&key) {
-            state.dirty.insert(key);
+            let dirty = state.dirty.entry(key).or_insert(priority);
+            *dirty = (*dirty).max(priority);
             return;
         }
-        state.queued.insert(key.clone());
-        state.waiting.push_back((key, Instant::now()));
-        drop(state);
-        self.inner.notify.notify_one();
+        if state.push(key, priority) {
+            drop(state);
+            self.inner.notify.notify_one();
+        }
     }
 
     /// Queues `key` after `delay` (at once when zero). If the key already has an earlier
     /// delayed add pending, this one is dropped; a later pending one is superseded. Must be
     /// called within a Tokio runtime (a timer task waits out the delay).
     pub fn add_after(&self, key: K, delay: Duration) {
+        self.add_after_with(key, delay, Priority::Normal);
+    }
+
+    /// [`WorkQueue::add_after`] at `priority`; of several pending delays for one key, the
+    /// earliest fires, at the highest priority any of them asked for.
+    pub fn add_after_with(&self, key: K, delay: Duration, priority: Priority) {
         if delay.is_zero() {
-            self.add(key);
+            self.add_with(key, priority);
             return;
         }
         let due = Instant::now() + delay;
         {
             let mut state = self.lock();
-            if state.shut_down || state.delayed.get(&key).is_some_and(|at| *at <= due) {
+            if state.shut_down {
                 return;
             }
-            state.delayed.insert(key.clone(), due);
+            match state.delayed.get_mut(&key) {
+                Some((at, pending)) if *at <= due => {
+                    *pending = (*pending).max(priority);
+                    return;
+                }
+                Some(superseded) => *superseded = (due, superseded.1.max(priority)),
+                None => {
+                    state.delayed.insert(key.clone(), (due, priority));
+                }
+            }
         }
         // Weak: a dropped queue does not live on in its timers.
         let inner = Arc::downgrade(&self.inner);
@@ -241,11 +379,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 if state.shut_down {
                     return None;
                 }
-                if let Some((key, _)) = state.waiting.pop_front() {
-                    state.queued.remove(&key);
-                    state.give_back_spare_room();
+                if let Some(key) = state.pop() {
                     state.processing.insert(key.clone());
-                    let more = !state.waiting.is_empty();
+                    let more = !state.queued.is_empty();
                     drop(state);
                     if more {
                         // Another idle worker takes the next key.
@@ -262,8 +398,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut state = self.lock();
         state.processing.remove(key);
-        if state.dirty.remove(key) && !state.shut_down && state.queued.insert(key.clone()) {
-            state.waiting.push_back((key.clone(), Instant::now()));
+        if let Some(priority) = state.dirty.remove(key)
+            && !state.shut_down
+            && state.push(key.clone(), priority)
+        {
             drop(state);
             self.inner.notify.notify_one();
         }
@@ -271,7 +409,17 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     /// Keys waiting (not counting those being processed or delayed).
     pub fn len(&self) -> usize {
-        self.lock().waiting.len()
+        self.lock().queued.len()
+    }
+
+    /// Keys waiting as [`Priority::Deferred`].
+    pub fn deferred_len(&self) -> usize {
+        let state = self.lock();
+        state
+            .queued
+            .values()
+            .filter(|(p, _)| *p == Priority::Deferred)
+            .count()
     }
 
     /// Whether no key waits.
@@ -282,15 +430,19 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Whether no key waits or is being processed (delayed adds not counted).
     pub fn is_idle(&self) -> bool {
         let state = self.lock();
-        state.waiting.is_empty() && state.processing.is_empty()
+        state.queued.is_empty() && state.processing.is_empty()
     }
 
-    /// How long the oldest waiting key has waited (zero when none waits).
+    /// How long the key waiting longest in its lane has waited (zero when none waits); a key
+    /// moved from the deferred keys to the normal ones waits anew.
     pub fn oldest_wait(&self) -> Duration {
-        self.lock()
-            .waiting
-            .front()
-            .map(|(_, since)| since.elapsed())
+        let mut state = self.lock();
+        state.drop_stale_fronts();
+        [state.normal.front(), state.deferred.front()]
+            .into_iter()
+            .flatten()
+            .map(|(_, since, _)| since.elapsed())
+            .max()
             .unwrap_or_default()
     }
 
@@ -312,14 +464,17 @@ async fn fire_after<K: Clone + Eq + Hash + Send + 'static>(inner: Weak<Inner<K>>
     let queue = WorkQueue { inner };
     let current = {
         let mut state = queue.lock();
-        let current = state.delayed.get(&key) == Some(&due);
-        if current {
-            state.delayed.remove(&key);
+        match state.delayed.get(&key) {
+            Some((at, priority)) if *at == due => {
+                let priority = *priority;
+                state.delayed.remove(&key);
+                Some(priority)
+            }
+            _ => None,
         }
-        current
     };
-    if current {
-        queue.add(key);
+    if let Some(priority) = current {
+        queue.add_with(key, priority);
     }
 }
 
@@ -359,6 +514,170 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn deferred_keys_wait_behind_normal_ones_in_the_order_of_their_adds() {
+        let q = queue();
+        q.add_with("a", Priority::Deferred);
+        q.add("b");
+        q.add_with("c", Priority::Deferred);
+        q.add("d");
+        q.add_with("a", Priority::Deferred);
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.deferred_len(), 2);
+        let mut got = vec![];
+        while let Some(key) = next_within(&q, Duration::from_millis(10)).await {
+            got.push(key);
+            q.done(&key);
+        }
+        assert_eq!(got, ["b", "d", "a", "c"]);
+        assert!(q.is_idle());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deferred_key_counts_as_queued_the_deferral_after_its_add() {
+        let q = queue();
+        q.set_deferral(Duration::from_secs(10));
+        q.add_with("report", Priority::Deferred);
+        tokio::time::advance(Duration::from_secs(4)).await;
+        q.add("early");
+        tokio::time::advance(Duration::from_secs(7)).await;
+        q.add("late");
+        // "report" counts from 10 s: after "early" (4 s), before "late" (11 s).
+        let mut got = vec![];
+        for _ in 0..3 {
+            got.push(q.next().await.unwrap());
+        }
+        assert_eq!(got, ["early", "report", "late"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deferred_key_waits_for_every_normal_key_under_an_endless_deferral() {
+        let q = queue();
+        q.set_deferral(Duration::MAX);
+        q.add_with("report", Priority::Deferred);
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        q.add("change");
+        assert_eq!(q.next().await, Some("change"));
+        assert_eq!(
+            q.next().await,
+            Some("report"),
+            "and is served once nothing else waits"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deferred_key_added_as_normal_moves_to_the_back_of_the_normal_keys() {
+        let q = queue();
+        q.add_with("a", Priority::Deferred);
+        q.add("b");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        q.add("a");
+        assert_eq!(q.len(), 2, "still one entry per key");
+        assert_eq!(q.deferred_len(), 0);
+        assert_eq!(q.oldest_wait(), Duration::from_secs(2), "b's wait; a waits anew");
+        q.add_with("b", Priority::Deferred);
+        assert_eq!(
+            q.deferred_len(),
+            0,
+            "a normal key is not deferred by a deferred add"
+        );
+        assert_eq!(q.next().await, Some("b"));
+        assert_eq!(q.next().await, Some("a"));
+        assert!(q.is_empty());
+        assert_eq!(q.oldest_wait(), Duration::ZERO);
+        assert_eq!(
+            next_within(&q, Duration::from_secs(60)).await,
+            None,
+            "a's old deferred entry is not handed out"
+        );
+        // Its key queued again later is served once, from its new entry.
+        q.done(&"a");
+        q.add_with("a", Priority::Deferred);
+        assert_eq!(q.next().await, Some("a"));
+        assert_eq!(next_within(&q, Duration::from_secs(60)).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_added_while_processing_comes_back_at_the_highest_priority_asked_for() {
+        let q = queue();
+        q.add("a");
+        let a = q.next().await.unwrap();
+        q.add_with("a", Priority::Deferred);
+        q.add_with("x", Priority::Deferred);
+        q.done(&a);
+        q.add("b");
+        assert_eq!(q.next().await, Some("b"), "a came back deferred");
+        assert_eq!(q.next().await, Some("x"));
+        assert_eq!(q.next().await, Some("a"));
+        q.done(&"a");
+        q.done(&"b");
+        q.done(&"x");
+
+        q.add("a");
+        let a = q.next().await.unwrap();
+        q.add_with("x", Priority::Deferred);
+        q.add_with("a", Priority::Deferred);
+        q.add("a");
+        q.add_with("a", Priority::Deferred);
+        q.done(&a);
+        assert_eq!(q.next().await, Some("a"), "a came back normal");
+        assert_eq!(q.next().await, Some("x"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_adds_keep_their_priority_and_the_earliest_fires_at_the_highest() {
+        let q = queue();
+        q.add_after_with("report", Duration::from_secs(1), Priority::Deferred);
+        q.add_after_with("both", Duration::from_secs(1), Priority::Deferred);
+        q.add_after("both", Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.deferred_len(), 1, "only report is deferred");
+        q.add("change");
+        assert_eq!(q.next().await, Some("both"));
+        assert_eq!(q.next().await, Some("change"));
+        assert_eq!(q.next().await, Some("report"));
+        assert_eq!(
+            next_within(&q, Duration::from_secs(60)).await,
+            None,
+            "the superseded delay adds nothing"
+        );
+        // A later normal delay superseded by an earlier deferred one fires as normal.
+        q.add_after("x", Duration::from_secs(5));
+        q.add_after_with("x", Duration::from_secs(1), Priority::Deferred);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!((q.len(), q.deferred_len()), (1, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drained_deferred_lane_gives_back_its_room() {
+        let q: WorkQueue<u32> = WorkQueue::new(BASE, MAX);
+        for key in 0..10_000 {
+            q.add_with(key, Priority::Deferred);
+        }
+        // Every one of them moved: the deferred lane holds stale entries only.
+        for key in 0..10_000 {
+            q.add(key);
+        }
+        assert_eq!((q.len(), q.deferred_len()), (10_000, 0));
+        for expected in 0..10_000 {
+            assert_eq!(q.next().await, Some(expected));
+            q.done(&expected);
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), q.next())
+                .await
+                .is_err(),
+            "nothing stale is handed out"
+        );
+        let state = q.lock();
+        assert!(
+            state.deferred.is_empty(),
+            "stale entries are dropped as they come to the front"
+        );
+        assert!(state.deferred.capacity() <= 2 * KEPT_ROOM && state.normal.capacity() <= 2 * KEPT_ROOM);
+    }
+
+    #[tokio::test]
     async fn a_drained_queue_gives_back_the_room_a_burst_took() {
         let q: WorkQueue<u32> = WorkQueue::new(BASE, MAX);
         for key in 0..20_000 {
@@ -366,7 +685,7 @@ mod tests {
         }
         let room = |q: &WorkQueue<u32>| {
             let state = q.lock();
-            (state.waiting.capacity(), state.queued.capacity())
+            (state.normal.capacity(), state.queued.capacity())
         };
         assert!(room(&q).0 >= 20_000 && room(&q).1 >= 20_000);
         for expected in 0..20_000 {
@@ -550,7 +869,13 @@ mod tests {
                 for round in 0..ROUNDS {
                     for key in 0..KEYS {
                         added.lock().unwrap().insert(key, round);
-                        q.add(key);
+                        // Both lanes, and moves between them.
+                        let priority = if (key + round) % 3 == 0 {
+                            Priority::Deferred
+                        } else {
+                            Priority::Normal
+                        };
+                        q.add_with(key, priority);
                         tokio::task::yield_now().await;
                     }
                 }
