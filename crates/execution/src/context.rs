@@ -38,6 +38,9 @@ pub struct Settings {
     pub report_wait: Duration,
     /// Works of one member cluster applied concurrently.
     pub work_workers: usize,
+    /// How much later than their Works' reports a binding's report pass counts as queued
+    /// behind dispatches (`--status-deferral`, [`crate::dispatch::queue_report`]).
+    pub status_deferral: Duration,
     /// Bytes of Works held for the workers the watch queued them to (`--held-works-mib`,
     /// [`crate::arrivals`]).
     pub held_works_bytes: usize,
@@ -53,7 +56,8 @@ impl Default for Settings {
             probe_period: Duration::from_secs(10),
             member_timeout: Duration::from_secs(10),
             report_wait: crate::apply::REPORT_WAIT,
-            work_workers: 4,
+            work_workers: 8,
+            status_deferral: crate::dispatch::STATUS_DEFERRAL,
             held_works_bytes: crate::arrivals::DEFAULT_BUDGET_MIB << 20,
             taints: crate::taints::TaintOptions::default(),
         }
@@ -195,12 +199,14 @@ impl Context {
             },
         );
         let held_works = crate::arrivals::Budget::new(settings.held_works_bytes);
+        let binding_queue = WorkQueue::default();
+        binding_queue.set_deferral(settings.status_deferral);
         Self {
             client,
             settings,
             held_works,
             stores,
-            binding_queue: WorkQueue::default(),
+            binding_queue,
             namespace_queue: WorkQueue::default(),
             taint_policy_queue: WorkQueue::default(),
             members: Members::default(),

@@ -122,6 +122,26 @@ pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
 /// it: a binding or template change is reconciled at once.
 pub const WORK_REPORTS_COALESCE: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The default of `--status-deferral` ([`queue_report`]).
+pub const STATUS_DEFERRAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Queues binding `key`'s report pass, the reconcile that aggregates its Works' reports into
+/// its status and its template's: after [`WORK_REPORTS_COALESCE`], and as
+/// [`Priority::Deferred`](flotilla_runtime::queue::Priority::Deferred), so that under a backlog
+/// bindings waiting for dispatch (their watch events, `Dispatch` calls answered
+/// `OUTCOME_QUEUED`) go first and a new template's objects do not wait for thousands of status
+/// writes; the report pass waits at most about `--status-deferral` longer than a dispatch
+/// would. A binding change queued meanwhile makes the pass a dispatch. Every reconcile reads
+/// the binding, its template and its Works as they are, so the order changes only when
+/// statuses are written, not what is written.
+pub fn queue_report(ctx: &Context, key: Arc<BindingKey>) {
+    ctx.binding_queue.add_after_with(
+        key,
+        WORK_REPORTS_COALESCE,
+        flotilla_runtime::queue::Priority::Deferred,
+    );
+}
+
 /// Reconciles binding `key` (serialised with any other reconcile of it), inside an
 /// `execution.dispatch` span.
 ///
@@ -281,19 +301,21 @@ async fn reconcile_locked(
             } else {
                 &plan.upsert
             };
+            // Its cluster's worker takes a written Work from the Work watch (a new generation),
+            // not from here: queued twice, a Work picked up between the two adds was read and
+            // reconciled twice.
+            let mut writes = Vec::new();
             for desired in upserts {
-                let current = existing.get(&desired.cluster);
-                if needs_write(current.map(Arc::as_ref), desired) {
-                    // Its cluster's worker takes it from the Work watch (a new generation), not
-                    // from here: queued twice, a Work picked up between the two adds was read
-                    // and reconciled twice.
-                    apply_work(ctx, desired, traceparent.as_deref()).await?;
-                    wrote_works = true;
+                if needs_write(existing.get(&desired.cluster).map(Arc::as_ref), desired) {
+                    writes.push(desired);
                 }
-                outcome
-                    .works
-                    .push(format!("{}/{}", desired.namespace, desired.name));
             }
+            wrote_works |= apply_works(ctx, &writes, traceparent.as_deref()).await?;
+            outcome.works.extend(
+                upserts
+                    .iter()
+                    .map(|desired| format!("{}/{}", desired.namespace, desired.name)),
+            );
             for cluster in &plan.keep_suspended {
                 if let Some(work) = existing.get(cluster) {
                     if work.suspend_dispatching != Some(true) && !work.deleting {
@@ -346,8 +368,7 @@ async fn reconcile_locked(
     if wrote_works {
         // The Works' events requeue the binding; this makes sure of it even if a write turned
         // out to change nothing (no event).
-        ctx.binding_queue
-            .add_after(key.clone().shared(), WORK_REPORTS_COALESCE);
+        queue_report(ctx, key.clone().shared());
     } else {
         write_status(
             ctx,
@@ -498,6 +519,37 @@ struct WorkApplyMetadata<'a> {
     labels: &'a BTreeMap<String, String>,
     annotations: &'a BTreeMap<String, String>,
     finalizers: [&'a str; 1],
+}
+
+/// Works of one binding written at once: a binding's Works go to different clusters and
+/// nothing orders them, so its dispatch takes about one control-plane round trip, not one per
+/// cluster.
+const CONCURRENT_WORK_WRITES: usize = 8;
+
+/// Applies `works` ([`apply_work`]), [`CONCURRENT_WORK_WRITES`] at a time; says whether it
+/// wrote any. Every write is waited for, and the first failure is returned: the binding's
+/// retry writes what is still missing (a Work written is not written again, [`needs_write`]).
+async fn apply_works(
+    ctx: &Context,
+    works: &[&DesiredWork],
+    traceparent: Option<&str>,
+) -> Result<bool, ExecutionError> {
+    let mut first_error = None;
+    for batch in works.chunks(CONCURRENT_WORK_WRITES) {
+        let writes: Vec<_> = batch
+            .iter()
+            .map(|desired| apply_work(ctx, desired, traceparent))
+            .collect();
+        for result in futures::future::join_all(writes).await {
+            if let Err(error) = result {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(!works.is_empty()),
+    }
 }
 
 pub(crate) async fn apply_work(

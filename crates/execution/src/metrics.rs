@@ -6,7 +6,7 @@
 //! | `flotilla_execution_member_apply_duration_seconds` | `cluster`, `outcome` | one manifest's apply round trip to a member |
 //! | `flotilla_execution_member_apply_errors_total` | `cluster`, `reason` | failed member applies (`unreachable`, `conflict`, `error`) |
 //! | `flotilla_execution_suspended_works` | `cluster` | Works whose dispatching is suspended |
-//! | `flotilla_execution_queue_depth` | `queue` | keys waiting (`bindings`, `namespaces`, `cluster/<name>`) |
+//! | `flotilla_execution_queue_depth` | `queue` | keys waiting (`bindings`, of them `binding-reports` the report passes deferred behind dispatches, `namespaces`, `cluster/<name>`) |
 //! | `flotilla_execution_reconcile_total` | `controller`, `result` | reconciles by controller (`binding`, `work`, `namespace`) and result |
 //! | `flotilla_execution_reconcile_duration_seconds` | `controller` | reconcile latency |
 //! | `flotilla_execution_owned_clusters` | | member clusters this replica owns (sharding) |

@@ -69,16 +69,22 @@ pub struct Args {
     /// reports at once.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub report_wait: Duration,
-    /// Bindings reconciled concurrently.
+    /// Bindings reconciled concurrently (a binding's Works are written concurrently).
     #[arg(long, default_value_t = 4)]
     pub binding_workers: usize,
+    /// Under a backlog of bindings, how long the pass that aggregates a binding's Work reports
+    /// into its status (and its template's) yields to bindings waiting for dispatch: it is
+    /// served as if queued this much later than its reports came. Without a backlog nothing
+    /// waits. `0s` serves both in the order they came.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub status_deferral: Duration,
     /// `Dispatch` calls reconciled at once; a call beyond is answered `OUTCOME_QUEUED` and its
     /// binding queued for the binding workers.
     #[arg(long, default_value_t = 8)]
     pub dispatch_concurrency: usize,
     /// Works applied concurrently per member cluster (one Work is never applied by two
     /// workers at once; an unreachable member still blocks only its own workers).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     pub work_workers: usize,
     /// MiB of Works held, across members, from the watch event that queues each until a worker
     /// takes it, so the worker need not read the Work from the API server (an approximate
@@ -191,6 +197,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         member_timeout: args.member_timeout,
         report_wait: args.report_wait,
         work_workers: args.work_workers.max(1),
+        status_deferral: args.status_deferral,
         held_works_bytes: args.held_works_mib.saturating_mul(1 << 20),
         taints: crate::taints::TaintOptions {
             no_execute: args.feature_gates.failover,
@@ -413,6 +420,7 @@ async fn run_housekeeping(ctx: Arc<Context>, readiness: Readiness) {
         tracing::trace!(elapsed = ?started.elapsed(), "control plane checked");
         let metrics = metrics();
         metrics.set_queue_depth("bindings", ctx.binding_queue.len());
+        metrics.set_queue_depth("binding-reports", ctx.binding_queue.deferred_len());
         metrics.set_queue_depth("namespaces", ctx.namespace_queue.len());
         let report = |queue: &str, depth: usize, oldest: Duration| {
             flotilla_telemetry::metrics::report_queue("flotilla-execution", queue, depth, oldest);
@@ -540,5 +548,19 @@ mod tests {
             error.contains("unknown feature gate \"PropagateDeps\"; known gates: Failover"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn worker_and_status_deferral_flags() {
+        let args = Args::try_parse_from(["flotilla-execution"]).unwrap();
+        assert_eq!((args.binding_workers, args.work_workers), (4, 8));
+        assert_eq!(args.status_deferral, crate::dispatch::STATUS_DEFERRAL);
+        assert_eq!(args.status_deferral, Duration::from_secs(30));
+        let args = Args::try_parse_from(["flotilla-execution", "--status-deferral", "0s"]).unwrap();
+        assert_eq!(args.status_deferral, Duration::ZERO, "0s: one order for both");
+        let error = Args::try_parse_from(["flotilla-execution", "--status-deferral", "soon"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--status-deferral"), "{error}");
     }
 }

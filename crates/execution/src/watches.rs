@@ -4,7 +4,7 @@
 //! | watched | queues |
 //! |---|---|
 //! | ResourceBinding, ClusterResourceBinding | the binding, unless only its status changed (besides the scheduler's observed generation): see [`CachedBinding::signature`] |
-//! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report; re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
+//! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report, deferred behind dispatches ([`queue_report`](crate::dispatch::queue_report)); re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
 //! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; the cluster's taints when its conditions, labels or fields changed; when its labels or fields (provider, region, zones) change, the bindings targeting it and every namespace (override rules select clusters by them) |
 //! | ClusterTaintPolicy | every cluster's taints; the policy's `Valid` condition |
 //! | Namespace | the namespace |
@@ -151,8 +151,7 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 if deleted {
                     ctx.binding_queue.add(key);
                 } else {
-                    ctx.binding_queue
-                        .add_after(key, crate::dispatch::WORK_REPORTS_COALESCE);
+                    crate::dispatch::queue_report(ctx, key);
                 }
             }
             if let Some(namespace) = work.propagated_namespace()
@@ -171,7 +170,13 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
             if old.map(CachedWork::worker_signature) != Some(work.worker_signature()) {
                 let member = Members::ensure(ctx, cluster);
                 member.arrivals.offer(&name, whole, true);
-                member.queue.add(name);
+                // Deferred: under a backlog, the cluster's workers finish the Works they have
+                // applied (their reports, each holding its Work until then, see
+                // `Member::wait_for_report`) before they take new ones, so what waits in the
+                // queue holds no memory beyond the held deliveries' budget.
+                member
+                    .queue
+                    .add_with(name, flotilla_runtime::queue::Priority::Deferred);
             } else if let Some(member) = ctx.members.get(cluster) {
                 member.arrivals.offer(&name, whole, false);
             }
