@@ -4,7 +4,7 @@
 //! | watched | queues |
 //! |---|---|
 //! | ResourceBinding, ClusterResourceBinding | the binding, unless only its status changed (besides the scheduler's observed generation): see [`CachedBinding::signature`] |
-//! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report, deferred behind dispatches ([`queue_report`](crate::dispatch::queue_report)); re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed; its namespace for namespace Works |
+//! | Work | its binding (status aggregation [`WORK_REPORTS_COALESCE`](crate::dispatch::WORK_REPORTS_COALESCE) later, so one write covers every cluster's report, deferred behind dispatches ([`queue_report`](crate::dispatch::queue_report)); re-creation at once on deletion); the Work in its cluster's queue when its generation, deletion or finalizers changed (deferred behind the Works being finished, ADR 0036); its namespace for namespace Works |
 //! | Cluster | starts the cluster's worker and probe; every namespace when the set of clusters changed; the cluster's taints when its conditions, labels or fields changed; when its labels or fields (provider, region, zones) change, the bindings targeting it and every namespace (override rules select clusters by them) |
 //! | ClusterTaintPolicy | every cluster's taints; the policy's `Valid` condition |
 //! | Namespace | the namespace |
@@ -172,8 +172,9 @@ pub fn spawn(ctx: &Arc<Context>, writers: Writers) {
                 member.arrivals.offer(&name, whole, true);
                 // Deferred: under a backlog, the cluster's workers finish the Works they have
                 // applied (their reports, each holding its Work until then, see
-                // `Member::wait_for_report`) before they take new ones, so what waits in the
-                // queue holds no memory beyond the held deliveries' budget.
+                // `Member::wait_for_report`) before they take new ones, so those Works are let
+                // go first and what waits behind them holds at most the held deliveries'
+                // budget (`--held-works-mib`).
                 member
                     .queue
                     .add_with(name, flotilla_runtime::queue::Priority::Deferred);
