@@ -68,7 +68,7 @@ static CLUSTERS: Interner<str> = Interner::new();
 static STATUSES: Codec = Codec::new();
 
 /// A Work as execution's watch cache keeps it (see the module docs): two allocations, this
-/// record and its [`CachedWork::tail`].
+/// record and its `tail`.
 #[derive(Clone, Debug)]
 pub struct CachedWork {
     /// `metadata.namespace` (an execution namespace), shared ([`WORK_NAMESPACES`]).
@@ -529,7 +529,7 @@ impl CachedBinding {
     }
 
     /// Whether the binding's reconcile has nothing to do, as far as the caches tell: its current
-    /// generation is dispatched ([`dispatched`]) and `works` (the cached Works of its name, by
+    /// generation is dispatched (`dispatched`) and `works` (the cached Works of its name, by
     /// cluster) are exactly one settled Work ([`CachedWork::settled`]) for each cluster of its
     /// spec. The resync leaves such a binding alone: what could unsettle it reaches the binding
     /// controller through the watches (a change of the binding, a report or deletion of one of
