@@ -528,7 +528,8 @@ const CONCURRENT_WORK_WRITES: usize = 8;
 
 /// Applies `works` ([`apply_work`]), [`CONCURRENT_WORK_WRITES`] at a time; says whether it
 /// wrote any. Every write is waited for, and the first failure is returned: the binding's
-/// retry writes what is still missing (a Work written is not written again, [`needs_write`]).
+/// retry writes the Works that still differ from the cache ([`needs_write`]; a write the
+/// cache has not seen yet is made again, which server-side apply makes harmless).
 async fn apply_works(
     ctx: &Context,
     works: &[&DesiredWork],
