@@ -326,6 +326,12 @@ impl Members {
         self.lock().values().cloned().collect()
     }
 
+    /// Works waiting in every known member's Work queue (not those being applied or delayed
+    /// by a retry's backoff): what the burst binding workers are held back by.
+    pub fn queued_works(&self) -> usize {
+        self.lock().values().map(|member| member.queue.len()).sum()
+    }
+
     /// The member `name`, starting its Work workers and health probe on first sight.
     pub fn ensure(ctx: &Arc<Context>, name: &str) -> Arc<Member> {
         let (member, created) = {
@@ -720,6 +726,35 @@ async fn write_cluster_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The burst binding workers' measure: Works waiting in every member's queue, not those a
+    /// worker is applying, nor those waiting out a retry's backoff.
+    #[tokio::test(start_paused = true)]
+    async fn queued_works_count_what_waits_in_every_member_queue() {
+        use futures::FutureExt;
+        let members = Members::default();
+        assert_eq!(members.queued_works(), 0, "no member");
+        for name in ["member1", "member2"] {
+            members
+                .lock()
+                .insert(name.to_owned(), Arc::new(Member::new(name, Budget::new(0))));
+        }
+        let member1 = members.get("member1").expect("member1");
+        let member2 = members.get("member2").expect("member2");
+        for work in ["a", "b", "c"] {
+            member1.queue.add(Arc::from(work));
+        }
+        member1.queue.add(Arc::from("a"));
+        member2.queue.add(Arc::from("d"));
+        assert_eq!(members.queued_works(), 4, "a Work queued twice waits once");
+        let taken = member1.queue.next().now_or_never().flatten().expect("a");
+        assert_eq!(members.queued_works(), 3, "a Work being applied does not wait");
+        member1.queue.add_rate_limited(taken.clone());
+        member1.queue.done(&taken);
+        assert_eq!(members.queued_works(), 3, "nor one waiting out a retry's backoff");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(members.queued_works(), 4, "until the backoff ends");
+    }
 
     /// A waiting report is queued when its wait ends, unless a reconcile of the Work took it
     /// first; waiting again moves the end; the Work as read is kept until a reconcile takes it.

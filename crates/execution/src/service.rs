@@ -72,6 +72,16 @@ pub struct Args {
     /// Bindings reconciled concurrently (a binding's Works are written concurrently).
     #[arg(long, default_value_t = 4)]
     pub binding_workers: usize,
+    /// Binding workers beyond `--binding-workers` that take a binding only while the member
+    /// clusters' Work queues hold fewer than `--burst-work-backlog` Works: more dispatches in
+    /// flight while the members keep up, and the backlog kept in the binding queue (as keys)
+    /// while they do not. `0` runs only `--binding-workers`.
+    #[arg(long, default_value_t = 4)]
+    pub burst_binding_workers: usize,
+    /// Works waiting in the Work queues of the member clusters this replica serves, at or above
+    /// which the burst binding workers take no binding.
+    #[arg(long, default_value_t = 128)]
+    pub burst_work_backlog: usize,
     /// Under a backlog of bindings, how long the pass that aggregates a binding's Work reports
     /// into its status (and its template's) yields to bindings waiting for dispatch: it is
     /// served as if queued this much later than its reports came. Without a backlog nothing
@@ -228,7 +238,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     watches::spawn(&ctx, writers);
     tokio::spawn(run_rebalance(ctx.clone(), membership.clone()));
     for _ in 0..args.binding_workers.max(1) {
-        tokio::spawn(run_binding_worker(ctx.clone()));
+        tokio::spawn(run_binding_worker(ctx.clone(), None));
+    }
+    for _ in 0..args.burst_binding_workers {
+        tokio::spawn(run_binding_worker(ctx.clone(), Some(args.burst_work_backlog)));
     }
     tokio::spawn(run_namespace_worker(ctx.clone()));
     tokio::spawn(crate::taint_policies::run_status_worker(ctx.clone()));
@@ -264,11 +277,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_binding_worker(ctx: Arc<Context>) {
+/// How often a burst binding worker held back by the members' backlog looks at it again.
+const BURST_RECHECK: Duration = Duration::from_millis(50);
+
+/// A binding worker; a burst worker (`backlog` = `--burst-work-backlog`) takes a binding only
+/// while the member clusters' Work queues hold fewer Works than that.
+async fn run_binding_worker(ctx: Arc<Context>, backlog: Option<usize>) {
     if !ctx.wait_synced().await {
         return;
     }
     loop {
+        if let Some(limit) = backlog {
+            while ctx.members.queued_works() >= limit {
+                tokio::select! {
+                    _ = ctx.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(BURST_RECHECK) => {}
+                }
+            }
+        }
         let key = tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
             key = ctx.binding_queue.next() => key,
@@ -554,6 +580,16 @@ mod tests {
     fn worker_and_status_deferral_flags() {
         let args = Args::try_parse_from(["flotilla-execution"]).unwrap();
         assert_eq!((args.binding_workers, args.work_workers), (4, 8));
+        assert_eq!((args.burst_binding_workers, args.burst_work_backlog), (4, 128));
+        let args = Args::try_parse_from([
+            "flotilla-execution",
+            "--burst-binding-workers",
+            "0",
+            "--burst-work-backlog",
+            "500",
+        ])
+        .unwrap();
+        assert_eq!((args.burst_binding_workers, args.burst_work_backlog), (0, 500));
         assert_eq!(args.status_deferral, crate::dispatch::STATUS_DEFERRAL);
         assert_eq!(args.status_deferral, Duration::from_secs(30));
         let args = Args::try_parse_from(["flotilla-execution", "--status-deferral", "0s"]).unwrap();
