@@ -526,25 +526,28 @@ struct WorkApplyMetadata<'a> {
 /// cluster.
 const CONCURRENT_WORK_WRITES: usize = 8;
 
-/// Applies `works` ([`apply_work`]), [`CONCURRENT_WORK_WRITES`] at a time; says whether it
-/// wrote any. Every write is waited for, and the first failure is returned: the binding's
-/// retry writes the Works that still differ from the cache ([`needs_write`]; a write the
-/// cache has not seen yet is made again, which server-side apply makes harmless).
+/// Applies `works` ([`apply_work`]), up to [`CONCURRENT_WORK_WRITES`] in flight (the next
+/// starts as soon as one ends); says whether it wrote any. Every write is waited for, and the
+/// first failure is returned: the binding's retry writes the Works that still differ from the
+/// cache ([`needs_write`]; a write the cache has not seen yet is made again, which server-side
+/// apply makes harmless).
 async fn apply_works(
     ctx: &Context,
     works: &[&DesiredWork],
     traceparent: Option<&str>,
 ) -> Result<bool, ExecutionError> {
+    use futures::StreamExt;
+    // The futures collected first: a lazily mapped stream of borrowing futures is not `Send`
+    // for every lifetime, which the binding workers' `tokio::spawn` needs.
+    let writes: Vec<_> = works
+        .iter()
+        .map(|desired| apply_work(ctx, desired, traceparent))
+        .collect();
+    let mut writes = futures::stream::iter(writes).buffer_unordered(CONCURRENT_WORK_WRITES);
     let mut first_error = None;
-    for batch in works.chunks(CONCURRENT_WORK_WRITES) {
-        let writes: Vec<_> = batch
-            .iter()
-            .map(|desired| apply_work(ctx, desired, traceparent))
-            .collect();
-        for result in futures::future::join_all(writes).await {
-            if let Err(error) = result {
-                first_error.get_or_insert(error);
-            }
+    while let Some(result) = writes.next().await {
+        if let Err(error) = result {
+            first_error.get_or_insert(error);
         }
     }
     match first_error {
