@@ -137,6 +137,12 @@ pub struct Config {
         value_parser = clap::value_parser!(u16).range(0..=1024)
     )]
     pub worker_threads: u16,
+    /// Write the store's commits without waiting for `fdatasync` (etcd's flag of the same name).
+    /// An acknowledged write still survives the server's `kill -9`, but not a crash of the
+    /// machine: for servers whose data costs nothing to lose, such as the simulated members of
+    /// `flotilla up` (ADR 0038). Never for a control plane.
+    #[arg(long, env = "FLOTILLA_APISERVER_UNSAFE_NO_FSYNC", default_value_t = false)]
+    pub unsafe_no_fsync: bool,
     /// Log format: text or json.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -196,10 +202,18 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             window_revisions: config.watch_window.max(1),
             // Versions before the write-ahead log kept the store in this one redb file.
             import_from: Some(data_dir.join("store.redb")),
+            fsync: !config.unsafe_no_fsync,
             ..flotilla_store::StoreOptions::default()
         },
     )
     .with_context(|| format!("opening the store in {}", data_dir.display()))?;
+    if config.unsafe_no_fsync {
+        tracing::warn!(
+            data_dir = %data_dir.display(),
+            "--unsafe-no-fsync: commits are not synced to disk; a crash of the machine may lose \
+             acknowledged writes (a crash of this process does not)"
+        );
+    }
     let (token_file, create) = match &config.token_auth_file {
         Some(f) => (f.clone(), false),
         None => (data_dir.join("tokens.csv"), true),

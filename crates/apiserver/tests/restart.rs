@@ -32,6 +32,14 @@ async fn acknowledged_writes_survive_kill_9_on_one_worker_thread() {
     acknowledged_writes_survive_kill_9_with(&["--worker-threads", "1"]).await;
 }
 
+/// The same as `flotilla up` starts its members: one thread and `--unsafe-no-fsync`. A commit
+/// is then written but not synced; the kernel holds it, so the server's `kill -9` loses nothing
+/// it acknowledged (a crash of the machine could).
+#[tokio::test]
+async fn acknowledged_writes_survive_kill_9_without_fsync() {
+    acknowledged_writes_survive_kill_9_with(&["--worker-threads", "1", "--unsafe-no-fsync"]).await;
+}
+
 async fn acknowledged_writes_survive_kill_9_with(args: &[&str]) {
     let mut server = Server::start(args);
     let client = server.client().await;

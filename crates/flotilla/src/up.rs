@@ -240,11 +240,17 @@ pub fn apiserver_args(layout: &Layout, name: &str, port: u16, member: bool) -> V
 /// The environment an API server gets beyond flotilla's own (`member`: a member cluster's
 /// rather than the control plane's): a member serves one execution and its own workload
 /// simulation, and on one thread costs the least CPU beside the other servers on the machine
-/// (ADR 0032). Given as the environment, not `--worker-threads`, so a
-/// `flotilla bench --baseline-bin-dir` of an API server older than the flag still starts.
+/// (ADR 0032); its store does not wait for `fdatasync`, as a simulated cluster's data is worth
+/// less than the machine time (a member keeps what it acknowledged through its own `kill -9`,
+/// not through a crash of the machine; ADR 0038). The control plane keeps both defaults. Given
+/// as the environment, not as flags, so a `flotilla bench --baseline-bin-dir` of an API server
+/// older than the flags still starts.
 pub fn apiserver_env(member: bool) -> Vec<(String, String)> {
     if member {
-        vec![("FLOTILLA_APISERVER_WORKER_THREADS".to_owned(), "1".to_owned())]
+        vec![
+            ("FLOTILLA_APISERVER_WORKER_THREADS".to_owned(), "1".to_owned()),
+            ("FLOTILLA_APISERVER_UNSAFE_NO_FSYNC".to_owned(), "true".to_owned()),
+        ]
     } else {
         Vec::new()
     }
@@ -776,10 +782,14 @@ mod tests {
         );
         let args = apiserver_args(&layout(), CONTROL_PLANE, 7000, false);
         assert!(!args.contains(&"--simulate-workloads".to_owned()));
-        // Members on one thread; the control plane keeps a thread per core.
+        // Members on one thread and without fdatasync; the control plane keeps a thread per
+        // core and synced commits.
         assert_eq!(
             apiserver_env(true),
-            [("FLOTILLA_APISERVER_WORKER_THREADS".to_owned(), "1".to_owned())]
+            [
+                ("FLOTILLA_APISERVER_WORKER_THREADS".to_owned(), "1".to_owned()),
+                ("FLOTILLA_APISERVER_UNSAFE_NO_FSYNC".to_owned(), "true".to_owned()),
+            ]
         );
         assert!(apiserver_env(false).is_empty());
     }

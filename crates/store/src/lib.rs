@@ -9,7 +9,8 @@
 //!   CRC-framed record per revision holding each changed key's new value (`log`), and
 //!   checkpoints of every key-value at one revision (`checkpoint`), as etcd's WAL and snapshots.
 //!   A call to [`Store::txn`] returns only after its record is appended and `fdatasync`ed, so an
-//!   acknowledged write survives `kill -9` and power loss. A start reads the newest checkpoint
+//!   acknowledged write survives `kill -9` and power loss ([`StoreOptions::fsync`] off keeps the
+//!   first and gives up the second, etcd's `--unsafe-no-fsync`). A start reads the newest checkpoint
 //!   and replays the log after it. Stores of the earlier format (one redb file) are imported
 //!   when opened with [`StoreOptions::import_from`].
 //! - **Group commit.** One writer thread drains every pending transaction, checks their
@@ -257,6 +258,13 @@ pub struct StoreOptions {
     /// its state, revision and watch window are imported into it, and the file is renamed to
     /// `<file>.imported`.
     pub import_from: Option<PathBuf>,
+    /// Whether a commit waits for `fdatasync` (the default). Off, a commit is written to the log
+    /// (the kernel holds it, so an acknowledged write survives the process's `kill -9`) but not
+    /// synced: a crash of the machine may lose the newest acknowledged writes. For stores whose
+    /// loss costs nothing, such as the simulated member clusters of a development installation
+    /// (etcd's `--unsafe-no-fsync`). Segment files, their directory entries and checkpoints are
+    /// synced either way, so what a crash leaves is still a log that replays.
+    pub fsync: bool,
 }
 
 impl Default for StoreOptions {
@@ -268,6 +276,7 @@ impl Default for StoreOptions {
             segment_bytes: 64 << 20,
             checkpoint_bytes: 64 << 20,
             import_from: None,
+            fsync: true,
         }
     }
 }
@@ -285,6 +294,9 @@ pub struct StoreStats {
     pub window_events: usize,
     /// Approximate bytes in the watch window.
     pub window_bytes: usize,
+    /// Group commits that waited for `fdatasync` since the store was opened (none when
+    /// [`StoreOptions::fsync`] is off).
+    pub synced_commits: u64,
 }
 
 pub(crate) struct State {
@@ -297,6 +309,8 @@ pub(crate) struct Shared {
     pub(crate) state: RwLock<State>,
     pub(crate) revision_tx: tokio::sync::watch::Sender<u64>,
     pub(crate) closed: std::sync::atomic::AtomicBool,
+    /// [`StoreStats::synced_commits`], kept by the writer thread.
+    pub(crate) synced_commits: std::sync::atomic::AtomicU64,
 }
 
 /// Handle to an open store; cheap to clone.
@@ -318,6 +332,7 @@ impl Store {
             state: RwLock::new(state),
             revision_tx,
             closed: std::sync::atomic::AtomicBool::new(false),
+            synced_commits: std::sync::atomic::AtomicU64::new(0),
         });
         let writer = writer::spawn(opened, shared.clone(), options)?;
         Ok(Store {
@@ -390,6 +405,10 @@ impl Store {
             keys: state.map.len(),
             window_events: state.window.len(),
             window_bytes: state.window.bytes(),
+            synced_commits: self
+                .shared
+                .synced_commits
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -264,6 +264,49 @@ async fn reopen_resumes_state_revision_and_watch_window() {
     assert_eq!(rev, 4, "revisions continue after a restart");
 }
 
+/// Every group commit waits for `fdatasync` by default; with `fsync` off none does, and what was
+/// acknowledged is still in the log when the store opens again (the kernel wrote it; `kill -9`
+/// of a server is covered in flotilla-apiserver's `restart` tests).
+#[tokio::test]
+async fn commits_are_synced_unless_fsync_is_off() {
+    for fsync in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let options = StoreOptions {
+            fsync,
+            ..StoreOptions::default()
+        };
+        {
+            let store = Store::open(&path, options.clone()).unwrap();
+            for i in 0..10 {
+                store.txn(Txn::new().put(format!("/k{i}"), "v")).await.unwrap();
+            }
+            // A transaction that changes nothing writes nothing.
+            store
+                .txn(Txn::new().when("/k0", Compare::Absent).put("/k0", "x"))
+                .await
+                .unwrap();
+            let synced = store.stats().synced_commits;
+            if fsync {
+                // Sequential transactions are a group commit each.
+                assert_eq!(synced, 10, "fsync on");
+            } else {
+                assert_eq!(synced, 0, "fsync off");
+            }
+            store.close();
+        }
+        let store = Store::open(&path, options).unwrap();
+        assert_eq!(store.revision(), 10, "fsync {fsync}");
+        assert_eq!(store.get("/k9").unwrap().value, b"v");
+        assert_eq!(store.get("/k0").unwrap().value, b"v");
+        assert_eq!(
+            store.stats().synced_commits,
+            0,
+            "a new store counts from its opening"
+        );
+    }
+}
+
 #[tokio::test]
 async fn compaction_is_persisted_across_reopen() {
     let dir = tempfile::tempdir().unwrap();

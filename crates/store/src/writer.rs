@@ -140,7 +140,7 @@ pub(crate) fn load(dir: &Path, options: &StoreOptions) -> Result<(Opened, State)
         revision = rev;
         Ok(())
     })?;
-    let log = Log::open(dir, tail, revision + 1, options.segment_bytes)?;
+    let log = Log::open(dir, tail, revision + 1, options.segment_bytes, options.fsync)?;
     Ok((
         Opened {
             dir: dir.to_owned(),
@@ -214,7 +214,7 @@ pub(crate) fn write_initial(dir: &Path, state: &State, options: &StoreOptions) -
     let mut map = state.map.clone();
     undo(&mut map, &events);
     checkpoint::write(dir, at, &map)?;
-    let mut log = Log::open(dir, None, at + 1, options.segment_bytes)?;
+    let mut log = Log::open(dir, None, at + 1, options.segment_bytes, options.fsync)?;
     let mut records = Vec::new();
     for group in events.chunk_by(|a, b| a.revision == b.revision) {
         put_logged(&mut records, group[0].revision, group);
@@ -505,6 +505,9 @@ impl Writer {
             put_logged(&mut self.records, *rev, events);
         }
         self.log.append(first, &self.records)?;
+        self.shared
+            .synced_commits
+            .store(self.log.syncs(), std::sync::atomic::Ordering::Relaxed);
         self.checkpoints.since += self.records.len() as u64;
         if self.records.capacity() > 16 << 20 {
             // One very large batch should not pin its buffer for the life of the store.
