@@ -9,10 +9,11 @@
 //!   CRC-framed record per revision holding each changed key's new value (`log`), and
 //!   checkpoints of every key-value at one revision (`checkpoint`), as etcd's WAL and snapshots.
 //!   A call to [`Store::txn`] returns only after its record is appended and `fdatasync`ed, so an
-//!   acknowledged write survives `kill -9` and power loss ([`StoreOptions::fsync`] off keeps the
-//!   first and gives up the second, etcd's `--unsafe-no-fsync`). A start reads the newest checkpoint
-//!   and replays the log after it. Stores of the earlier format (one redb file) are imported
-//!   when opened with [`StoreOptions::import_from`].
+//!   acknowledged write survives `kill -9` and power loss. With [`StoreOptions::fsync`] off it
+//!   returns once the record is written: `kill -9` still loses nothing acknowledged, power loss
+//!   may (etcd's `--unsafe-no-fsync`). A start reads the newest checkpoint and replays the log
+//!   after it. Stores of the earlier format (one redb file) are imported when opened with
+//!   [`StoreOptions::import_from`].
 //! - **Group commit.** One writer thread drains every pending transaction, checks their
 //!   conditions in order, appends them all with one write and one `fdatasync`, applies them to
 //!   memory, publishes the events and only then acknowledges each caller. Throughput therefore
