@@ -97,6 +97,18 @@ fn bench_all_scenarios_report_sane_figures() {
     }
     let total = number(&report, &["footprint", "services_total", "rss_peak_mib"]);
     assert!(total > 4.0 && total < 4096.0, "{report:#}");
+    // The whole machine was busy at least as long as the processes it ran were, together.
+    let busy = number(&report, &["footprint", "machine_cpu", "busy_seconds"]);
+    let processes_cpu: f64 = processes.iter().map(|p| p["cpu_seconds"].as_f64().unwrap()).sum();
+    assert!(busy > 0.0 && busy + 0.5 >= processes_cpu * 0.9, "{report:#}");
+    let per_object = number(
+        &report,
+        &["footprint", "machine_cpu", "busy_ms_per_member_object"],
+    );
+    assert!(
+        (per_object - busy * 1000.0 / 80.0).abs() <= 0.01 * per_object + 0.01,
+        "{report:#}"
+    );
 
     // Policy change: eager moves every template; Lazy writes nothing.
     assert_eq!(number(&report, &["policy_change", "templates"]), 10.0);

@@ -1,5 +1,7 @@
 //! Process footprint from `/proc`: resident memory (`/proc/<pid>/status` `VmRSS`) and CPU time
-//! (`/proc/<pid>/stat` utime + stime), sampled while a scenario runs.
+//! (`/proc/<pid>/stat` utime + stime), sampled while a scenario runs; and the whole machine's
+//! CPU time (`/proc/stat`), which also counts the kernel's own threads (block writeback,
+//! network soft interrupts) that no process is charged for.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -50,6 +52,53 @@ pub fn read(pid: u32) -> Option<Reading> {
         rss_kib: parse_rss_kib(&status)?,
         cpu_seconds: parse_cpu_seconds(&stat)?,
     })
+}
+
+/// The whole machine's CPU time since boot, all cores together, seconds (`/proc/stat`'s `cpu`
+/// line, in USER_HZ).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MachineTimes {
+    /// user + nice + system + irq + softirq (guest time is inside user).
+    pub busy: f64,
+    /// idle + iowait.
+    pub idle: f64,
+    /// Time the hypervisor gave another guest while this one had work.
+    pub steal: f64,
+}
+
+impl MachineTimes {
+    /// What passed from `earlier` to `self`.
+    pub fn since(&self, earlier: &MachineTimes) -> MachineTimes {
+        MachineTimes {
+            busy: self.busy - earlier.busy,
+            idle: self.idle - earlier.idle,
+            steal: self.steal - earlier.steal,
+        }
+    }
+}
+
+/// [`MachineTimes`] from the text of `/proc/stat`.
+pub fn parse_machine_times(stat: &str) -> Option<MachineTimes> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    let field = |i: usize| ticks.get(i).copied();
+    let seconds = |t: u64| t as f64 / TICKS_PER_SECOND;
+    Some(MachineTimes {
+        busy: seconds(field(0)? + field(1)? + field(2)? + field(5)? + field(6)?),
+        idle: seconds(field(3)? + field(4)?),
+        steal: seconds(field(7)?),
+    })
+}
+
+/// This machine's [`MachineTimes`] now; `None` where `/proc/stat` cannot be read.
+pub fn machine_times() -> Option<MachineTimes> {
+    parse_machine_times(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
 /// Processes on this machine whose executable is one of `names` (by file name): `(name, pid)`.
@@ -196,6 +245,35 @@ mod tests {
             "4242 (weird (name) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 4 0 100 1000 200";
         assert_eq!(parse_cpu_seconds(stat), Some(3.0));
         assert_eq!(parse_cpu_seconds("garbage"), None);
+    }
+
+    #[test]
+    fn parses_the_machine_line_of_proc_stat() {
+        let stat = "cpu  1000 20 300 5000 40 6 7 80 0 0\ncpu0 500 10 150 2500 20 3 3 40 0 0\nintr 1 2\n";
+        let times = parse_machine_times(stat).unwrap();
+        assert_eq!(
+            times,
+            MachineTimes {
+                busy: 13.33,
+                idle: 50.4,
+                steal: 0.8,
+            }
+        );
+        let later = MachineTimes {
+            busy: 20.33,
+            idle: 51.4,
+            steal: 1.8,
+        };
+        let passed = later.since(&times);
+        assert!((passed.busy - 7.0).abs() < 1e-9 && (passed.idle - 1.0).abs() < 1e-9);
+        assert!((passed.steal - 1.0).abs() < 1e-9);
+        // Without the summary line, or with a field missing or garbled: nothing.
+        assert_eq!(parse_machine_times("cpu0 1 2 3 4 5 6 7 8\n"), None);
+        assert_eq!(parse_machine_times("cpu  1 2 3 4 5 6 7\n"), None);
+        assert_eq!(parse_machine_times("cpu  1 2 x 4 5 6 7 8\n"), None);
+        // This machine's: busy and idle time both advance from boot.
+        let now = machine_times().unwrap();
+        assert!(now.busy > 0.0 && now.idle > 0.0 && now.steal >= 0.0);
     }
 
     #[test]

@@ -401,6 +401,14 @@ pub fn comparison(baseline: &Report, current: &Report) -> String {
                 "services RSS after MiB".to_owned(),
                 Some(f.services_total.rss_after_mib),
             ));
+            if let Some(m) = &f.machine_cpu {
+                out.push(("machine busy CPU s".to_owned(), Some(m.busy_seconds)));
+                out.push((
+                    "machine busy CPU ms per member object".to_owned(),
+                    Some(m.busy_ms_per_member_object),
+                ));
+                out.push(("machine steal s".to_owned(), Some(m.steal_seconds)));
+            }
             if let Some(d) = &f.device_writes {
                 out.push(("device writes MiB".to_owned(), Some(d.mib)));
                 out.push((
@@ -572,6 +580,39 @@ mod tests {
         // Without a device on either side there is no row.
         let table = comparison(&throughput_report(6.0), &throughput_report(3.0));
         assert!(!table.contains("device writes"), "{table}");
+    }
+
+    #[test]
+    fn the_comparison_has_the_machine_cpu_when_both_runs_read_it() {
+        let with_machine = |busy: f64| {
+            let mut report = throughput_report(6.0);
+            let mut footprint = scenarios::FootprintReport::new(100, Vec::new(), None);
+            footprint.machine_cpu = Some(scenarios::MachineCpu {
+                busy_seconds: busy,
+                idle_seconds: 1.0,
+                steal_seconds: 0.5,
+                busy_ms_per_member_object: busy * 1000.0 / 600.0,
+            });
+            report.footprint = Some(footprint);
+            report
+        };
+        let table = comparison(&with_machine(60.0), &with_machine(45.0));
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("machine busy CPU s"))
+            .unwrap_or_else(|| panic!("no machine row in\n{table}"));
+        assert!(
+            row.contains("60.00") && row.contains("45.00") && row.contains("x0.75"),
+            "{row}"
+        );
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("machine busy CPU ms per member object"))
+            .unwrap_or_else(|| panic!("no per member object row in\n{table}"));
+        assert!(row.contains("100.00") && row.contains("75.00"), "{row}");
+        // Without it on either side there is no row.
+        let table = comparison(&throughput_report(6.0), &throughput_report(3.0));
+        assert!(!table.contains("machine busy"), "{table}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::arrivals::{Arrivals, Kind, Writes};
 use super::disk;
-use super::footprint::{ProcessFootprint, Window};
+use super::footprint::{self, MachineTimes, ProcessFootprint, Window};
 use super::stats::{Percentiles, percentiles, round, table};
 use super::workload::{self, names};
 use super::writes::{self, WritesReport};
@@ -273,6 +273,41 @@ pub struct FootprintReport {
     /// What the data directory's block device wrote from the first create until the run
     /// settled; none when the directory is on no block device (tmpfs, overlayfs).
     pub device_writes: Option<DeviceWrites>,
+    /// The whole machine's CPU time from the first create until the run settled; none where
+    /// `/proc/stat` cannot be read.
+    pub machine_cpu: Option<MachineCpu>,
+}
+
+/// The whole machine's CPU time over a throughput run (`/proc/stat`, both cores): every process
+/// on it, the kernel's threads (writeback, soft interrupts) included, whichever installation
+/// ran. The figure to compare hosts and builds by, in CPU per member object, beside the
+/// per-process rows that leave the kernel's threads out.
+#[derive(Clone, Debug, Serialize)]
+pub struct MachineCpu {
+    /// Busy seconds (user, nice, system, irq, softirq).
+    pub busy_seconds: f64,
+    /// Idle seconds (idle and iowait).
+    pub idle_seconds: f64,
+    /// Seconds the hypervisor ran another guest while this one had work.
+    pub steal_seconds: f64,
+    /// Busy milliseconds per member object.
+    pub busy_ms_per_member_object: f64,
+}
+
+impl MachineCpu {
+    fn between(before: Option<MachineTimes>, member_objects: usize) -> Option<MachineCpu> {
+        let passed = footprint::machine_times()?.since(&before?);
+        Some(MachineCpu::of(passed, member_objects))
+    }
+
+    fn of(passed: MachineTimes, member_objects: usize) -> MachineCpu {
+        MachineCpu {
+            busy_seconds: round(passed.busy, 2),
+            idle_seconds: round(passed.idle, 2),
+            steal_seconds: round(passed.steal, 2),
+            busy_ms_per_member_object: round(passed.busy * 1000.0 / member_objects.max(1) as f64, 3),
+        }
+    }
 }
 
 /// Bytes a block device wrote over a throughput run (every writer on it: the API servers'
@@ -319,6 +354,7 @@ impl FootprintReport {
             },
             processes,
             device_writes,
+            machine_cpu: None,
         }
     }
 
@@ -350,8 +386,15 @@ impl FootprintReport {
             ),
             None => String::new(),
         };
+        let machine = match &self.machine_cpu {
+            Some(m) => format!(
+                "\nthe machine (every process and the kernel, all cores) until the run settled: {:.2} CPU s busy, {:.3} ms per member object; {:.2} s idle, {:.2} s stolen",
+                m.busy_seconds, m.busy_ms_per_member_object, m.idle_seconds, m.steal_seconds
+            ),
+            None => String::new(),
+        };
         format!(
-            "footprint of the throughput run until it settled, and after ({} templates)\n{}{device}",
+            "footprint of the throughput run until it settled, and after ({} templates)\n{}{device}{machine}",
             self.templates,
             table(
                 &["process", "peak RSS MiB", "RSS after MiB", "CPU s during"],
@@ -410,6 +453,7 @@ pub async fn throughput(
         ));
         let device = target.data_dir().and_then(disk::Device::of);
         let device_before = device.as_ref().and_then(disk::Device::written_bytes);
+        let machine_before = footprint::machine_times();
         let before = writes::Reading::take(target).await;
         let mut during = Window::default();
         let started = Instant::now();
@@ -464,6 +508,7 @@ pub async fn throughput(
         let device_writes = device
             .as_ref()
             .and_then(|d| DeviceWrites::between(d, device_before, member_objects));
+        let machine_cpu = MachineCpu::between(machine_before, member_objects);
         // The bench's own writes in between: one create per template and kind.
         let bench_writes = (templates * kinds.len()) as u64;
         let writes = WritesReport::between(&before, &after, bench_writes, member_objects, settled);
@@ -495,11 +540,9 @@ pub async fn throughput(
             after
                 .during(SAMPLE_PERIOD, &pids, tokio::time::sleep(SETTLE))
                 .await;
-            Some(FootprintReport::new(
-                templates,
-                during.report(&after),
-                device_writes,
-            ))
+            let mut report = FootprintReport::new(templates, during.report(&after), device_writes);
+            report.machine_cpu = machine_cpu;
+            Some(report)
         };
         Ok((report, footprint))
     }
@@ -931,6 +974,29 @@ mod tests {
         assert!(report.table().contains("services total"));
         assert!(report.table().contains(BENCH_PROCESS), "{}", report.table());
         assert!(!report.table().contains("device"), "{}", report.table());
+    }
+
+    #[test]
+    fn footprint_prints_the_machine_cpu_it_has() {
+        let mut report = FootprintReport::new(10, Vec::new(), None);
+        assert!(!report.table().contains("the machine"), "{}", report.table());
+        report.machine_cpu = Some(MachineCpu::of(
+            MachineTimes {
+                busy: 42.0,
+                idle: 3.5,
+                steal: 0.25,
+            },
+            20_000,
+        ));
+        let machine = report.machine_cpu.as_ref().unwrap();
+        assert_eq!(machine.busy_ms_per_member_object, 2.1);
+        assert!(
+            report.table().contains(
+                "the machine (every process and the kernel, all cores) until the run settled: 42.00 CPU s busy, 2.100 ms per member object; 3.50 s idle, 0.25 s stolen"
+            ),
+            "{}",
+            report.table()
+        );
     }
 
     #[test]
