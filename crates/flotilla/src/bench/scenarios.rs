@@ -278,7 +278,7 @@ pub struct FootprintReport {
     pub machine_cpu: Option<MachineCpu>,
 }
 
-/// The whole machine's CPU time over a throughput run (`/proc/stat`, both cores): every process
+/// The whole machine's CPU time over a throughput run (`/proc/stat`, every core): every process
 /// on it, the kernel's threads (writeback, soft interrupts) included, whichever installation
 /// ran. The figure to compare hosts and builds by, in CPU per member object, beside the
 /// per-process rows that leave the kernel's threads out.
