@@ -258,8 +258,6 @@ pub(crate) struct Log {
     segment_bytes: u64,
     /// Whether an append waits for `fdatasync` ([`crate::StoreOptions::fsync`]).
     fsync: bool,
-    /// Appends synced so far.
-    syncs: u64,
     /// Why an earlier append failed: after a failed write or `fdatasync` the kernel may have
     /// dropped the pages it could not write, so what the file holds is no longer known and no
     /// later write is accepted (as PostgreSQL and etcd do).
@@ -298,14 +296,14 @@ impl Log {
             zeroed_to,
             segment_bytes,
             fsync,
-            syncs: 0,
             failed: None,
         })
     }
 
     /// Appends `records` (whole frames, the first of them revision `first_revision`) and makes
-    /// them durable before returning (written, not synced, when `fsync` is off).
-    pub(crate) fn append(&mut self, first_revision: u64, records: &[u8]) -> Result<(), StoreError> {
+    /// them durable before returning (written, not synced, when `fsync` is off); says whether it
+    /// synced them.
+    pub(crate) fn append(&mut self, first_revision: u64, records: &[u8]) -> Result<bool, StoreError> {
         if let Some(failed) = &self.failed {
             return Err(StoreError::Storage(format!(
                 "an earlier write to the log failed ({failed}); restart flotilla-apiserver to \
@@ -319,12 +317,7 @@ impl Log {
         appended
     }
 
-    /// Appends synced since the log was opened.
-    pub(crate) fn syncs(&self) -> u64 {
-        self.syncs
-    }
-
-    fn try_append(&mut self, first_revision: u64, records: &[u8]) -> Result<(), StoreError> {
+    fn try_append(&mut self, first_revision: u64, records: &[u8]) -> Result<bool, StoreError> {
         let len = records.len() as u64;
         if self.offset > HEADER && self.offset + len > self.segment_bytes {
             self.next_segment(first_revision)?;
@@ -341,10 +334,9 @@ impl Log {
             .map_err(io(path, "writing"))?;
         if self.fsync {
             self.file.sync_data().map_err(io(path, "syncing"))?;
-            self.syncs += 1;
         }
         self.offset = end;
-        Ok(())
+        Ok(self.fsync)
     }
 
     /// Starts the segment whose first record is `first`, once the current one is durable.

@@ -504,10 +504,11 @@ impl Writer {
         for (rev, events) in revisions {
             put_logged(&mut self.records, *rev, events);
         }
-        self.log.append(first, &self.records)?;
-        self.shared
-            .synced_commits
-            .store(self.log.syncs(), std::sync::atomic::Ordering::Relaxed);
+        if self.log.append(first, &self.records)? {
+            self.shared
+                .synced_commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         self.checkpoints.since += self.records.len() as u64;
         if self.records.capacity() > 16 << 20 {
             // One very large batch should not pin its buffer for the life of the store.
