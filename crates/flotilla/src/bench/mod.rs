@@ -554,24 +554,36 @@ mod tests {
         assert!(!table.contains("latency"), "{table}");
     }
 
+    /// [`throughput_report`] with a footprint that `fill` completes.
+    fn with_footprint(fill: impl FnOnce(&mut scenarios::FootprintReport)) -> Report {
+        let mut report = throughput_report(6.0);
+        let mut footprint = scenarios::FootprintReport::new(100, Vec::new(), None);
+        fill(&mut footprint);
+        report.footprint = Some(footprint);
+        report
+    }
+
+    /// The comparison's row whose figure is `figure`.
+    fn row<'t>(table: &'t str, figure: &str) -> &'t str {
+        table
+            .lines()
+            .find(|l| l.starts_with(figure))
+            .unwrap_or_else(|| panic!("no {figure} row in\n{table}"))
+    }
+
     #[test]
     fn the_comparison_has_device_writes_when_both_runs_counted_them() {
         let with_device = |mib: f64| {
-            let mut report = throughput_report(6.0);
-            let mut footprint = scenarios::FootprintReport::new(100, Vec::new(), None);
-            footprint.device_writes = Some(scenarios::DeviceWrites {
-                device: "254:0".to_owned(),
-                mib,
-                kib_per_member_object: mib * 1024.0 / 600.0,
-            });
-            report.footprint = Some(footprint);
-            report
+            with_footprint(|footprint| {
+                footprint.device_writes = Some(scenarios::DeviceWrites {
+                    device: "254:0".to_owned(),
+                    mib,
+                    kib_per_member_object: mib * 1024.0 / 600.0,
+                })
+            })
         };
         let table = comparison(&with_device(600.0), &with_device(150.0));
-        let row = table
-            .lines()
-            .find(|l| l.starts_with("device writes MiB"))
-            .unwrap_or_else(|| panic!("no device writes row in\n{table}"));
+        let row = row(&table, "device writes MiB");
         assert!(
             row.contains("600.00") && row.contains("150.00") && row.contains("x0.25"),
             "{row}"
@@ -585,31 +597,26 @@ mod tests {
     #[test]
     fn the_comparison_has_the_machine_cpu_when_both_runs_read_it() {
         let with_machine = |busy: f64| {
-            let mut report = throughput_report(6.0);
-            let mut footprint = scenarios::FootprintReport::new(100, Vec::new(), None);
-            footprint.machine_cpu = Some(scenarios::MachineCpu {
-                busy_seconds: busy,
-                idle_seconds: 1.0,
-                steal_seconds: 0.5,
-                busy_ms_per_member_object: busy * 1000.0 / 600.0,
-            });
-            report.footprint = Some(footprint);
-            report
+            with_footprint(|footprint| {
+                footprint.machine_cpu = Some(scenarios::MachineCpu {
+                    busy_seconds: busy,
+                    idle_seconds: 1.0,
+                    steal_seconds: 0.5,
+                    busy_ms_per_member_object: busy * 1000.0 / 600.0,
+                })
+            })
         };
         let table = comparison(&with_machine(60.0), &with_machine(45.0));
-        let row = table
-            .lines()
-            .find(|l| l.starts_with("machine busy CPU s"))
-            .unwrap_or_else(|| panic!("no machine row in\n{table}"));
+        let busy = row(&table, "machine busy CPU s");
         assert!(
-            row.contains("60.00") && row.contains("45.00") && row.contains("x0.75"),
-            "{row}"
+            busy.contains("60.00") && busy.contains("45.00") && busy.contains("x0.75"),
+            "{busy}"
         );
-        let row = table
-            .lines()
-            .find(|l| l.starts_with("machine busy CPU ms per member object"))
-            .unwrap_or_else(|| panic!("no per member object row in\n{table}"));
-        assert!(row.contains("100.00") && row.contains("75.00"), "{row}");
+        let per_object = row(&table, "machine busy CPU ms per member object");
+        assert!(
+            per_object.contains("100.00") && per_object.contains("75.00"),
+            "{per_object}"
+        );
         // Without it on either side there is no row.
         let table = comparison(&throughput_report(6.0), &throughput_report(3.0));
         assert!(!table.contains("machine busy"), "{table}");
