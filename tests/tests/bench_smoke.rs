@@ -1,6 +1,7 @@
 //! `flotilla bench --scenario all` with tiny sizes against the embedded installation: the real
-//! binary, its JSON report, and sane values in every scenario; and SIGTERM in the middle of a
-//! run stops everything the run started.
+//! binary, its JSON report, and sane values in every scenario; SIGTERM in the middle of a run
+//! stops everything the run started; and `flotilla-apiserver-bench` with tiny sizes prints
+//! every phase.
 
 #![allow(clippy::unwrap_used)] // Tests may panic on unexpected results.
 
@@ -293,4 +294,69 @@ fn sigterm_stops_the_embedded_installation() {
         .filter(|name| name.to_string_lossy().starts_with("flotilla-bench-"))
         .collect();
     assert!(dirs.is_empty(), "the data dir was left behind: {dirs:?}");
+}
+
+/// `flotilla-apiserver-bench` against a real `flotilla-apiserver`, every phase at a tiny size:
+/// each prints its row, with operations done and the server's CPU per operation read.
+#[test]
+fn apiserver_bench_prints_every_phase() {
+    let bench = flotilla_e2e::binaries::binary("flotilla-apiserver-bench");
+    let output = Command::new(&bench)
+        .args([
+            "--clients",
+            "2",
+            "--seconds",
+            "1",
+            "--fanout-watchers",
+            "0",
+            "--watchers",
+            "2",
+            "--watch-events",
+            "5",
+            "--list-objects",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "flotilla-apiserver-bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Each row is a name and a result, the result after the last run of two spaces.
+    let row = |name: &str| -> String {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit_once("  "))
+            .map(|(_, value)| value.trim().to_owned())
+            .unwrap_or_else(|| panic!("no row {name:?} in:\n{stdout}"))
+    };
+    let positive = |name: &str| {
+        let value = row(name);
+        let number: f64 = value
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {value:?} is not a number in:\n{stdout}"));
+        assert!(number > 0.0, "{name}: {value} in:\n{stdout}");
+    };
+    for phase in ["durable creates/s", "durable updates/s", "gets/s"] {
+        positive(&format!("{phase}, 1 KiB, 2 clients"));
+    }
+    for op in ["create", "update", "get"] {
+        positive(&format!("  server CPU ms per {op}, 2 clients"));
+    }
+    positive("fan-out: creates/s, 16 clients, 0 watchers");
+    // Two watchers, five events each.
+    assert_eq!(row("watch events received"), "10", "{stdout}");
+    positive("watch delivery p99, 2 watchers (ms)");
+    let list = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("list all "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no list row in:\n{stdout}"));
+    assert!(list >= 300, "listed {list} objects:\n{stdout}");
 }

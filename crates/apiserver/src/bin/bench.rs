@@ -1,5 +1,6 @@
 //! `flotilla-apiserver-bench`: throughput, watch latency, large lists and memory of a real
-//! `flotilla-apiserver` process over HTTPS. Prints a table; not run in CI.
+//! `flotilla-apiserver` process over HTTPS. Prints a table; CI runs it only at tiny sizes
+//! (`tests/tests/bench_smoke.rs`).
 //!
 //! `just bench-apiserver` (or `cargo run --release -p flotilla-apiserver --bin
 //! flotilla-apiserver-bench -- --help`).
@@ -27,10 +28,10 @@ use serde_json::{Value, json};
     about = "Benchmarks a flotilla-apiserver process over HTTPS"
 )]
 struct Args {
-    /// Concurrent clients for the create and update phases (comma-separated list).
+    /// Concurrent clients for the create, update and get phases (comma-separated list).
     #[arg(long, default_value = "1,16,64,256", value_delimiter = ',')]
     clients: Vec<usize>,
-    /// Seconds each create/update phase runs.
+    /// Seconds each create, update and get phase runs.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
     /// Watchers for the latency phase.
@@ -430,6 +431,25 @@ async fn main() -> anyhow::Result<()> {
         rows.push((
             format!("  server CPU ms per update, {clients} clients"),
             cpu_per_op(cpu_before, cpu_seconds(pid), updates),
+        ));
+        let cpu_before = cpu_seconds(pid);
+        // Reads of the same objects, as a controller's GET before it acts.
+        let ns3 = ns.clone();
+        let (rate, gets) = phase(target.clone(), clients, args.seconds, move |t, c, i| {
+            let path = format!("/api/v1/namespaces/{ns3}/configmaps/c{c}-{}", i % per_client);
+            async move {
+                let (code, body) = t.send("GET", &path, "application/json", Vec::new()).await?;
+                if code != 200 && code != 404 {
+                    bail!("get: HTTP {code}: {}", String::from_utf8_lossy(&body));
+                }
+                Ok(())
+            }
+        })
+        .await?;
+        rows.push((format!("gets/s, 1 KiB, {clients} clients"), format!("{rate:.0}")));
+        rows.push((
+            format!("  server CPU ms per get, {clients} clients"),
+            cpu_per_op(cpu_before, cpu_seconds(pid), gets),
         ));
     }
 
