@@ -433,7 +433,9 @@ async fn main() -> anyhow::Result<()> {
             cpu_per_op(cpu_before, cpu_seconds(pid), updates),
         ));
         let cpu_before = cpu_seconds(pid);
-        // Reads of the same objects, as a controller's GET before it acts.
+        // Reads of the same objects, as a controller's GET before it acts. As in the update
+        // phase, a client that created fewer than the average also asks for a few names that
+        // do not exist (404, counted with the rest).
         let ns3 = ns.clone();
         let (rate, gets) = phase(target.clone(), clients, args.seconds, move |t, c, i| {
             let path = format!("/api/v1/namespaces/{ns3}/configmaps/c{c}-{}", i % per_client);
