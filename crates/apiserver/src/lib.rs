@@ -7,7 +7,8 @@
 //! bookmarks and 410s, Table output, garbage collection, namespaces and finalizers.
 //!
 //! Layout: [`ops`] is the object layer (registry semantics); [`http`] and [`watch`] are the
-//! HTTP front end; [`auth`], [`clientcert`] and [`serviceaccount`] authenticate, [`impersonation`] acts as others, [`rbac`] and
+//! HTTP front end, and [`coalesce`] sends a connection's answers that are ready together in one
+//! write; [`auth`], [`clientcert`] and [`serviceaccount`] authenticate, [`impersonation`] acts as others, [`rbac`] and
 //! [`requestinfo`] authorize, [`reviews`] answers access reviews and [`audit`] records requests;
 //! [`gc`], [`simulate`] and [`rbac::aggregation`] are in-process controllers; [`builtin`],
 //! [`crd`], [`admission`], [`table`], [`discovery`] and [`openapi`] describe and check kinds;
@@ -18,6 +19,7 @@ pub mod audit;
 pub mod auth;
 pub mod builtin;
 pub mod clientcert;
+pub mod coalesce;
 pub mod crd;
 pub mod discovery;
 pub mod errors;
@@ -355,7 +357,8 @@ async fn accept_loop(
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder.http2().max_concurrent_streams(1000);
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+            let conn =
+                builder.serve_connection_with_upgrades(TokioIo::new(coalesce::Coalescing::new(tls)), service);
             let conn = watcher.watch(conn.into_owned());
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
