@@ -40,8 +40,10 @@ pub struct Coalescing<T> {
     held: Vec<u8>,
     /// Bytes of `held` already written to `inner`.
     sent: usize,
-    /// The turn a flush is waiting for; `None` when no flush is waiting.
+    /// The turn a flush is waiting for; `None` when no flush is waiting or the turn was had.
     turn: Option<Yield>,
+    /// The flush under way had its turn and is sending (the socket may take several polls).
+    had_turn: bool,
 }
 
 impl<T> Coalescing<T> {
@@ -52,6 +54,7 @@ impl<T> Coalescing<T> {
             held: Vec::new(),
             sent: 0,
             turn: None,
+            had_turn: false,
         }
     }
 
@@ -141,12 +144,18 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.held.is_empty() {
-            let turn = this
-                .turn
-                .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
-            ready!(turn.as_mut().poll(cx));
+            if !this.had_turn {
+                let turn = this
+                    .turn
+                    .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
+                ready!(turn.as_mut().poll(cx));
+                // A finished turn is never polled again: the socket may make this flush
+                // return `Pending` below, and the next poll must go on sending, not yield.
+                this.turn = None;
+                this.had_turn = true;
+            }
             ready!(this.poll_send_held(cx))?;
-            this.turn = None;
+            this.had_turn = false;
         }
         Pin::new(&mut this.inner).poll_flush(cx)
     }
@@ -155,6 +164,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
         let this = self.get_mut();
         ready!(this.poll_send_held(cx))?;
         this.turn = None;
+        this.had_turn = false;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
@@ -219,6 +229,58 @@ mod tests {
         io.flush().await.unwrap();
         assert_eq!(io.get_ref().writes, vec![b"AB".to_vec()]);
         assert_eq!(io.get_ref().flushes, 1);
+    }
+
+    /// A writer that takes at most `per_call` bytes per call and answers every other call
+    /// `Pending` (a socket whose buffer is full until it is woken).
+    struct Slow {
+        written: Vec<u8>,
+        per_call: usize,
+        refuse: bool,
+    }
+
+    impl AsyncWrite for Slow {
+        fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            self.refuse = !self.refuse;
+            if self.refuse {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let n = buf.len().min(self.per_call);
+            self.written.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_socket_that_is_full_at_times_gets_everything_in_order() {
+        let mut io = Coalescing::new(Slow {
+            written: Vec::new(),
+            per_call: 1000,
+            refuse: false,
+        });
+        let mut expected = Vec::new();
+        // Flushes that take several polls to send, writes between them, and writes past the
+        // hold limit: a flush whose turn is over goes on sending on its next poll.
+        for round in 0..20u32 {
+            let chunk: Vec<u8> = (0..(round * 7_919 % 90_000 + 1))
+                .map(|i| (i % 253) as u8)
+                .collect();
+            io.write_all(&chunk).await.unwrap();
+            expected.extend_from_slice(&chunk);
+            if round % 3 != 2 {
+                io.flush().await.unwrap();
+                assert_eq!(io.get_ref().written, expected, "round {round}");
+            }
+        }
+        io.shutdown().await.unwrap();
+        assert_eq!(io.get_ref().written, expected);
     }
 
     #[tokio::test]
