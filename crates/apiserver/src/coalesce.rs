@@ -31,7 +31,16 @@ pub const HOLD_LIMIT: usize = 64 * 1024;
 /// How much buffer a connection keeps between flushes.
 const KEEP: usize = 16 * 1024;
 
-type Yield = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// Where a flush of held bytes is.
+enum Flush {
+    /// No flush is under way.
+    Idle,
+    /// A flush waits for its turn.
+    Waiting(Pin<Box<dyn Future<Output = ()> + Send>>),
+    /// A flush had its turn and is sending; the socket may take several polls, and a finished
+    /// turn is never polled again.
+    Sending,
+}
 
 /// An I/O stream whose writes are held until a flush, and whose flushes wait one turn of the
 /// runtime (see the module docs). Reads pass through.
@@ -40,10 +49,7 @@ pub struct Coalescing<T> {
     held: Vec<u8>,
     /// Bytes of `held` already written to `inner`.
     sent: usize,
-    /// The turn a flush is waiting for; `None` when no flush is waiting or the turn was had.
-    turn: Option<Yield>,
-    /// The flush under way had its turn and is sending (the socket may take several polls).
-    had_turn: bool,
+    flush: Flush,
 }
 
 impl<T> Coalescing<T> {
@@ -53,8 +59,7 @@ impl<T> Coalescing<T> {
             inner,
             held: Vec::new(),
             sent: 0,
-            turn: None,
-            had_turn: false,
+            flush: Flush::Idle,
         }
     }
 
@@ -144,18 +149,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.held.is_empty() {
-            if !this.had_turn {
-                let turn = this
-                    .turn
-                    .get_or_insert_with(|| Box::pin(tokio::task::yield_now()));
+            if let Flush::Idle = this.flush {
+                this.flush = Flush::Waiting(Box::pin(tokio::task::yield_now()));
+            }
+            if let Flush::Waiting(turn) = &mut this.flush {
                 ready!(turn.as_mut().poll(cx));
-                // A finished turn is never polled again: the socket may make this flush
-                // return `Pending` below, and the next poll must go on sending, not yield.
-                this.turn = None;
-                this.had_turn = true;
+                this.flush = Flush::Sending;
             }
             ready!(this.poll_send_held(cx))?;
-            this.had_turn = false;
+            this.flush = Flush::Idle;
         }
         Pin::new(&mut this.inner).poll_flush(cx)
     }
@@ -163,8 +165,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalescing<T> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         ready!(this.poll_send_held(cx))?;
-        this.turn = None;
-        this.had_turn = false;
+        this.flush = Flush::Idle;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
